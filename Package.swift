@@ -1,0 +1,65 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+// ObjectGraph is written in Swift 5 language mode: Core Data's design confines
+// contexts and objects to a queue at run time (perform/performAndWait), and its
+// values are heterogeneous (`Any?`), which Swift 6's compile-time Sendable
+// checking cannot express without unchecked escapes at every call site.
+let swift5: [SwiftSetting] = [.swiftLanguageMode(.v5)]
+
+let package = Package(
+    name: "StoreSync",
+    products: [
+        .library(name: "ObjectGraph", targets: ["ObjectGraph"]),
+        .executable(name: "storesyncctl", targets: ["storesyncctl"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CSQLite",
+            path: "Sources/CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
+        .systemLibrary(
+            name: "CLibUV",
+            path: "Sources/CLibUV",
+            pkgConfig: "libuv",
+            providers: [.apt(["libuv1-dev"])]
+        ),
+        .target(
+            name: "ObjectGraph",
+            dependencies: [
+                "CSQLite",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swift5
+        ),
+        .executableTarget(
+            name: "storesyncctl",
+            dependencies: [
+                "ObjectGraph",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swift5
+        ),
+        .testTarget(
+            name: "ObjectGraphTests",
+            dependencies: ["ObjectGraph"],
+            swiftSettings: swift5
+        ),
+        .testTarget(
+            name: "storesyncctlTests",
+            dependencies: ["storesyncctl"],
+            swiftSettings: swift5
+        ),
+        .testTarget(
+            name: "NativeLibrariesTests",
+            dependencies: ["CSQLite", "CLibUV"],
+            swiftSettings: swift5
+        ),
+    ]
+)

@@ -1,0 +1,14 @@
+import ArgumentParser
+
+/// `storesyncctl`: the control CLI for StoreSync. Each subcommand lives in its
+/// own file, named after it.
+@main
+struct StoreSyncCtl: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "storesyncctl",
+        abstract: "Inspect Core Data models, predicates and stores; control storesyncd.",
+        subcommands: [
+            ModelCommand.self,
+        ]
+    )
+}
