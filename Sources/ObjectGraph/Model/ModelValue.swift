@@ -1,0 +1,77 @@
+import Foundation
+
+/// Conversions and comparisons for the values a model holds (default values,
+/// bounds), shared by the model's equality and the Xcode file reader/writer.
+enum ModelValue {
+    /// Value equality across the Swift types attribute values use. Numbers of
+    /// one attribute type are stored in one Swift type, so no cross-type rules.
+    static func equal(_ a: Any?, _ b: Any?) -> Bool {
+        switch (a, b) {
+        case (nil, nil): return true
+        case (nil, _), (_, nil): return false
+        case let (x as AnyHashable, y as AnyHashable): return x == y
+        default: return false
+        }
+    }
+
+    /// Parses Xcode's `defaultValueString` for an attribute type.
+    static func parseDefault(_ string: String, type: AttributeType) -> Any?? {
+        switch type {
+        case .integer16: return Int16(string).map { .some($0) }
+        case .integer32: return Int32(string).map { .some($0) }
+        case .integer64: return Int64(string).map { .some($0) }
+        case .decimal: return Decimal(string: string, locale: Locale(identifier: "en_US_POSIX")).map { .some($0) }
+        case .double: return Double(string).map { .some($0) }
+        case .float: return Float(string).map { .some($0) }
+        case .string: return .some(string)
+        case .boolean:
+            switch string.uppercased() {
+            case "YES", "TRUE", "1": return .some(true)
+            case "NO", "FALSE", "0": return .some(false)
+            default: return nil
+            }
+        case .uuid: return UUID(uuidString: string).map { .some($0) }
+        case .uri: return URL(string: string).map { .some($0) }
+        case .date: return Double(string).map { .some(Date(timeIntervalSinceReferenceDate: $0)) }
+        case .binaryData, .transformable, .objectID, .undefined: return nil
+        }
+    }
+
+    /// Formats a default value as Xcode's `defaultValueString`, or nil when the
+    /// type has no string form in a model file.
+    static func formatDefault(_ value: Any, type: AttributeType) -> String? {
+        switch (type, value) {
+        case (.boolean, let b as Bool): return b ? "YES" : "NO"
+        case (.decimal, let d as Decimal): return NSDecimalNumber(decimal: d).stringValue
+        case (.uuid, let u as UUID): return u.uuidString
+        case (.uri, let u as URL): return u.absoluteString
+        case (.date, let d as Date): return String(d.timeIntervalSinceReferenceDate)
+        case (.string, let s as String): return s
+        case (.integer16, let n as Int16): return String(n)
+        case (.integer32, let n as Int32): return String(n)
+        case (.integer64, let n as Int64): return String(n)
+        case (.double, let n as Double): return String(n)
+        case (.float, let n as Float): return String(n)
+        default: return nil
+        }
+    }
+
+    /// True when `value` is of the Swift type an attribute of `type` holds.
+    static func isValid(_ value: Any, for type: AttributeType) -> Bool {
+        switch type {
+        case .integer16: return value is Int16
+        case .integer32: return value is Int32
+        case .integer64: return value is Int64
+        case .decimal: return value is Decimal
+        case .double: return value is Double
+        case .float: return value is Float
+        case .string: return value is String
+        case .boolean: return value is Bool
+        case .date: return value is Date
+        case .binaryData: return value is Data
+        case .uuid: return value is UUID
+        case .uri: return value is URL
+        case .transformable, .objectID, .undefined: return true
+        }
+    }
+}
