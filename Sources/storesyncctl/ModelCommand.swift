@@ -1,10 +1,32 @@
 import ArgumentParser
+import Foundation
+import ObjectGraph
 
 /// `storesyncctl model show|check PATH`.
 struct ModelCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "model",
         abstract: "Show or check a managed object model (.xcdatamodeld, .xcdatamodel or contents file).",
-        subcommands: []
+        subcommands: [ModelShowCommand.self, ModelCheckCommand.self]
     )
+}
+
+/// Reads the model a command names, turning read failures into the exit
+/// statuses a script can act on: 66 for a missing file, 65 for a bad model.
+enum ModelLoading {
+    static func load(_ path: String) throws -> ManagedObjectModel {
+        do {
+            return try ManagedObjectModel(contentsOf: URL(fileURLWithPath: path))
+        } catch let error as CoreDataError {
+            printError(error.message)
+            switch error.code {
+            case .fileReadNoSuchFile, .fileNoSuchFile: throw SysExit.noInput
+            default: throw SysExit.dataError
+            }
+        }
+    }
+}
+
+func printError(_ text: String) {
+    FileHandle.standardError.write(Data((text + "\n").utf8))
 }

@@ -174,7 +174,6 @@ public final class EntityDescription: CustomStringConvertible, Sequence {
         c.storedRenamingIdentifier = storedRenamingIdentifier
         c.uniquenessConstraints = uniquenessConstraints
         c.sourceLine = sourceLine
-        c.parentEntityName = superentity?.name ?? parentEntityName
         c.properties = ownProperties.map { $0.copy() }
         return c
     }
