@@ -22,9 +22,4 @@ enum TestPaths {
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
         return url
     }
-
-    /// The directory holding the built products (the test bundle sits there).
-    static let productsDirectory: URL = {
-        URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
-    }()
 }
