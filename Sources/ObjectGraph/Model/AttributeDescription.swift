@@ -42,6 +42,10 @@ public final class AttributeDescription: PropertyDescription {
     /// Xcode's "use scalar type" code-generation flag; kept so files round-trip.
     public var usesScalarValueType: Bool? { willSet { ensureEditable("usesScalarValueType") } }
 
+    /// A type name a model file used that no `AttributeType` has; reported
+    /// by validation instead of the undefined type it falls back to.
+    var unknownTypeName: String?
+
     public init(name: String, type: AttributeType = .undefined) {
         self.attributeType = type
         super.init(name: name)
@@ -67,6 +71,7 @@ public final class AttributeDescription: PropertyDescription {
         c.maxDate = maxDate
         c.regularExpression = regularExpression
         c.usesScalarValueType = usesScalarValueType
+        c.unknownTypeName = unknownTypeName
         return c
     }
 

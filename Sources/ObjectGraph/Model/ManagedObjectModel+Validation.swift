@@ -123,7 +123,10 @@ extension ManagedObjectModel {
 
     private func checkAttribute(_ attribute: AttributeDescription, in entity: EntityDescription,
                                 problem: (String, EntityDescription?, PropertyDescription?, Int?, Bool) -> Void) {
-        if attribute.attributeType == .undefined && !attribute.isTransient {
+        if let unknown = attribute.unknownTypeName {
+            let known = AttributeType.allCases.map { "'\($0.xcodeName)'" }.joined(separator: ", ")
+            problem("unknown attribute type '\(unknown)' (known: \(known))", entity, attribute, nil, false)
+        } else if attribute.attributeType == .undefined && !attribute.isTransient {
             problem("stored attribute has the undefined type; only transient attributes may be undefined (AD-03)", entity, attribute, nil, false)
         }
         if let value = attribute.defaultValue, !ModelValue.isValid(value, for: attribute.attributeType) {

@@ -209,11 +209,8 @@ private struct Reader {
         if name.isEmpty { problem("<attribute> has no name", line: element.line, entity: entity) }
         let typeName = a["attributeType"] ?? "Undefined"
         let type = AttributeType(xcodeName: typeName)
-        if type == nil {
-            let known = AttributeType.allCases.map { "'\($0.xcodeName)'" }.joined(separator: ", ")
-            problem("unknown attribute type '\(typeName)' (known: \(known))", line: element.line, entity: entity, property: name)
-        }
         let attribute = AttributeDescription(name: name, type: type ?? .undefined)
+        if type == nil { attribute.unknownTypeName = typeName }
         common(attribute, element)
         let resolved = type ?? .undefined
         if let text = a["defaultValueString"] {
