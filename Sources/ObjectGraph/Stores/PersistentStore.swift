@@ -1,0 +1,103 @@
+import Foundation
+
+/// A store the coordinator reads objects from and saves them to (PS-*):
+/// Core Data's `NSPersistentStore`. Concrete stores (in-memory, atomic XML and
+/// binary, SQLite) subclass it and override the row-level methods below,
+/// which the coordinator calls; contexts never talk to a store directly.
+///
+/// The row-level contract:
+/// - `fetchSnapshots(_:)` returns the stored objects of the request's entity
+///   (and sub-entities when `includesSubentities`) that match its predicate,
+///   sorted and limited as it asks. A store that cannot evaluate part of a
+///   request returns a superset and says so in `StoreFetchResult`, and the
+///   coordinator finishes the job in memory: the answer is the same either way.
+/// - `snapshots(for:)` fires faults: current values of objects by ID; a
+///   missing ID is absent from the result (the context reports 133000).
+/// - `relatedObjectIDs(for:of:)` fires to-many faults.
+/// - `newObjectIDs(for:count:)` allocates permanent IDs (Z_MAX for SQLite).
+/// - `save(_:)` writes one context save in one transaction, checking
+///   optimistic-locking versions (`StoreVersionConflict`).
+///
+/// ```swift
+/// final class MyStore: PersistentStore {
+///     override class var storeType: String { "MyStore" }
+///     override func fetchSnapshots(_ request: FetchRequest) throws -> StoreFetchResult { ... }
+/// }
+/// ```
+open class PersistentStore {
+    /// The type string the coordinator's registry knows this class by.
+    open class var storeType: String { String(describing: self) }
+
+    public let url: URL?
+    public let configurationName: String?
+    public let options: [String: Any]
+    /// The model the store's objects follow (the coordinator's, frozen).
+    public let model: ManagedObjectModel
+    /// Stores keep their metadata (`NSStoreType`, `NSStoreUUID`, model version
+    /// hashes …) here; the identifier is the `NSStoreUUID` entry.
+    open var metadata: [String: Any]
+    public var isReadOnly: Bool { (options[PersistentStore.readOnlyOption] as? Bool) ?? false }
+
+    public static let storeTypeKey = "NSStoreType"
+    public static let storeUUIDKey = "NSStoreUUID"
+    public static let readOnlyOption = "NSReadOnlyPersistentStoreOption"
+    public static let timeoutOption = "NSPersistentStoreTimeoutOption"
+
+    public required init(model: ManagedObjectModel, configurationName: String?, url: URL?, options: [String: Any]) {
+        self.model = model
+        self.configurationName = configurationName
+        self.url = url
+        self.options = options
+        self.metadata = [PersistentStore.storeUUIDKey: UUID().uuidString, PersistentStore.storeTypeKey: Self.storeType]
+    }
+
+    /// The store's UUID (`NSStoreUUID`), the host part of its object URIs.
+    public var identifier: String { metadata[PersistentStore.storeUUIDKey] as? String ?? "" }
+
+    /// The entities this store holds: its configuration's, or the whole model's.
+    public var entities: [EntityDescription] { model.entities(forConfiguration: configurationName) ?? [] }
+
+    // MARK: - Row-level contract (overridden by concrete stores)
+
+    /// Opens the store: reads or creates the file, loads metadata.
+    open func load() throws {}
+
+    open func fetchSnapshots(_ request: FetchRequest) throws -> StoreFetchResult {
+        throw Self.unsupported("fetchSnapshots")
+    }
+
+    open func snapshots(for ids: [ManagedObjectID]) throws -> [ManagedObjectID: StoreSnapshot] {
+        throw Self.unsupported("snapshots(for:)")
+    }
+
+    open func relatedObjectIDs(for relationship: RelationshipDescription, of id: ManagedObjectID) throws -> [ManagedObjectID] {
+        throw Self.unsupported("relatedObjectIDs(for:of:)")
+    }
+
+    open func newObjectIDs(for entity: EntityDescription, count: Int) throws -> [ManagedObjectID] {
+        throw Self.unsupported("newObjectIDs(for:count:)")
+    }
+
+    open func save(_ request: StoreSaveRequest) throws {
+        throw Self.unsupported("save(_:)")
+    }
+
+    /// The error a store class that does not implement part of the contract
+    /// gives: Core Data's store-operation error naming the method and class.
+    static func unsupported(_ method: String) -> CoreDataError {
+        CoreDataError(.persistentStoreOperation, "\(String(describing: self)) does not implement \(method); a PersistentStore subclass must override it")
+    }
+}
+
+/// What a store's fetch returns.
+public struct StoreFetchResult {
+    public var snapshots: [StoreSnapshot]
+    /// False when the store did not apply the predicate, sort, offset and
+    /// limit itself, and the coordinator must finish them in memory.
+    public var isExact: Bool
+
+    public init(snapshots: [StoreSnapshot], isExact: Bool) {
+        self.snapshots = snapshots
+        self.isExact = isExact
+    }
+}

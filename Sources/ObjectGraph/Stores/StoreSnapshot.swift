@@ -1,0 +1,79 @@
+import Foundation
+
+/// The persistent values of one stored object as its store holds them: the
+/// unit that crosses the boundary between the object graph and a store.
+///
+/// `values` maps attribute names to values (absent means nil) in the Swift
+/// types `AttributeDescription` documents, and to-one relationship names to
+/// the destination's `ManagedObjectID` (absent means nil). To-many
+/// relationships are not in a snapshot; stores answer them through
+/// `PersistentStore.relatedObjectIDs(for:of:)`. Transient properties are
+/// never in a snapshot.
+///
+/// ```swift
+/// let row = StoreSnapshot(objectID: id, version: 1, values: ["name": "Sales"])
+/// ```
+public struct StoreSnapshot {
+    public var objectID: ManagedObjectID
+    /// The optimistic-locking version (SQLite's `Z_OPT`): 1 after the first
+    /// save, and one more after each save that changes the object.
+    public var version: Int64
+    public var values: [String: Any]
+
+    public init(objectID: ManagedObjectID, version: Int64, values: [String: Any]) {
+        self.objectID = objectID
+        self.version = version
+        self.values = values
+    }
+}
+
+/// Everything one context save asks one store to write, in one transaction.
+///
+/// Stores check optimistic locking themselves, inside the transaction: an
+/// updated or deleted object whose stored version is not `expectedVersion`
+/// fails the whole save with `StoreVersionConflict`, so a writer in another
+/// context, coordinator or process is never overwritten silently.
+public struct StoreSaveRequest {
+    /// An object to insert: its snapshot, with `version` the value to store (1).
+    public var inserted: [StoreSnapshot] = []
+    /// An object to update: the full new snapshot (`version` the value to
+    /// store) and the version the saving context last saw.
+    public var updated: [(snapshot: StoreSnapshot, expectedVersion: Int64)] = []
+    /// An object to delete and the version the saving context last saw.
+    public var deleted: [(objectID: ManagedObjectID, expectedVersion: Int64)] = []
+    /// The complete new membership of each to-many relationship that changed
+    /// (in order, for ordered relationships). Stores that keep to-many
+    /// relationships through the inverse to-one (a foreign key) may ignore
+    /// entries whose inverse is to-one; many-to-many needs them.
+    public var toManyChanges: [ToManyChange] = []
+    /// Who saved: the context's name and transaction author, for the change history.
+    public var contextName: String?
+    public var transactionAuthor: String?
+
+    public init() {}
+
+    public var isEmpty: Bool { inserted.isEmpty && updated.isEmpty && deleted.isEmpty && toManyChanges.isEmpty }
+}
+
+/// The new members of one to-many relationship of one object.
+public struct ToManyChange {
+    public var objectID: ManagedObjectID
+    public var relationship: RelationshipDescription
+    public var destinations: [ManagedObjectID]
+
+    public init(objectID: ManagedObjectID, relationship: RelationshipDescription, destinations: [ManagedObjectID]) {
+        self.objectID = objectID
+        self.relationship = relationship
+        self.destinations = destinations
+    }
+}
+
+/// Thrown by `PersistentStore.save(_:)` when optimistic locking fails: the
+/// stored versions differ from what the saving context expected. The context
+/// turns this into conflict records for its merge policy.
+public struct StoreVersionConflict: Error {
+    /// For each conflicting object, what the store holds now (nil: deleted).
+    public var current: [ManagedObjectID: StoreSnapshot?]
+
+    public init(current: [ManagedObjectID: StoreSnapshot?]) { self.current = current }
+}
