@@ -70,6 +70,9 @@ public enum FetchValue: Equatable, CustomStringConvertible, @unchecked Sendable 
     /// collections, which become aggregate expressions instead.
     static func from(_ value: Any?) -> FetchValue? {
         guard let value = unwrapOptional(value) else { return .null }
+        // Checked by class first: casting an NSNumber to Bool or Int would
+        // succeed for any 0/1 and lose what kind of number it is.
+        if type(of: value) is NSNumber.Type, let number = value as? NSNumber { return Scalar.fetchValue(of: number) }
         switch value {
         case is NSNull: return .null
         case let v as String: return .string(v)

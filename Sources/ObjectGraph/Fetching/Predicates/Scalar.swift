@@ -94,8 +94,10 @@ enum Scalar {
         let type = String(cString: number.objCType)
         switch type {
         case "d", "f": return .double(number.doubleValue)
-        case "c", "B":
-            if number === kCFBooleanTrue || number === kCFBooleanFalse { return .bool(number.boolValue) }
+        case "B": return .bool(number.boolValue)
+        case "c":
+            // JSONSerialization's true/false are NSNumber subclasses with C type char.
+            if Swift.String(describing: Swift.type(of: number)).contains("Boolean") { return .bool(number.boolValue) }
             return .int(number.int64Value)
         case "Q", "L", "I", "S":
             let u = number.uint64Value
