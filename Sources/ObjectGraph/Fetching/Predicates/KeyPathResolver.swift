@@ -97,6 +97,13 @@ enum KeyPathResolver {
             }
             return elements.count
         }
+        if op == "@distinctUnionOfObjects" || op == "@unionOfObjects", let next = rest.first, next.hasPrefix("@") {
+            // `@distinctUnionOfObjects.@count`: operate on the union itself.
+            let union: [Any?] = op == "@unionOfObjects"
+                ? elements.filter { unwrapOptional($0) != nil }
+                : FetchFunction.distinct(elements).map { Optional($0) }
+            return try KeyPathResolver.value(of: union, keyPath: rest)
+        }
         var values: [Any?] = []
         if rest.isEmpty {
             values = elements
