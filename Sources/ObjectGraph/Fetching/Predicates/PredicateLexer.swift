@@ -23,16 +23,18 @@ struct PredicateToken: Equatable {
     let position: Int
 }
 
-/// Splits a format string into tokens. Offsets are in Characters, which is
-/// what a user counts when reading a column number.
+/// Splits a format string into tokens. It reads Unicode scalars, not
+/// Characters: a combining mark right after a quote would otherwise merge
+/// with the quote into one Character and hide it. Offsets are scalar offsets,
+/// which equal Character offsets except inside combining sequences.
 struct PredicateLexer {
-    private let chars: [Character]
+    private let chars: [Unicode.Scalar]
     private let format: String
     private var index = 0
 
     init(_ format: String) {
         self.format = format
-        self.chars = Array(format)
+        self.chars = Array(format.unicodeScalars)
     }
 
     static func tokenize(_ format: String) throws -> [PredicateToken] {
@@ -49,28 +51,38 @@ struct PredicateLexer {
         PredicateSyntaxError(position: position, reason: reason, format: format)
     }
 
-    private func peek(_ offset: Int = 0) -> Character? {
+    private func peek(_ offset: Int = 0) -> Unicode.Scalar? {
         let i = index + offset
         return i < chars.count ? chars[i] : nil
     }
 
-    static func isIdentifierStart(_ c: Character) -> Bool {
-        c == "_" || c.isLetter
+    static func isIdentifierStart(_ c: Unicode.Scalar) -> Bool {
+        c == "_" || c.properties.isAlphabetic
     }
 
-    static func isIdentifierPart(_ c: Character) -> Bool {
-        c == "_" || c.isLetter || c.isNumber
+    static func isIdentifierPart(_ c: Unicode.Scalar) -> Bool {
+        if c == "_" || c.properties.isAlphabetic || c.properties.numericType != nil { return true }
+        switch c.properties.generalCategory {
+        case .nonspacingMark, .spacingMark, .enclosingMark: return true
+        default: return false
+        }
+    }
+
+    static func isDigit(_ c: Unicode.Scalar) -> Bool { ("0"..."9").contains(c) }
+
+    static func isHexDigit(_ c: Unicode.Scalar) -> Bool {
+        ("0"..."9").contains(c) || ("a"..."f").contains(c) || ("A"..."F").contains(c)
     }
 
     mutating func next() throws -> PredicateToken {
-        while let c = peek(), c.isWhitespace { index += 1 }
+        while let c = peek(), c.properties.isWhitespace { index += 1 }
         let start = index
         guard let c = peek() else { return PredicateToken(kind: .end, position: start) }
 
         if PredicateLexer.isIdentifierStart(c) {
             return PredicateToken(kind: .identifier(readIdentifier(), escaped: false), position: start)
         }
-        if c.isASCII, c.isNumber {
+        if PredicateLexer.isDigit(c) {
             return try readNumber(start)
         }
         switch c {
@@ -97,11 +109,11 @@ struct PredicateLexer {
         case "%":
             index += 1
             var spec = ""
-            while let n = peek(), n == "l" || n == "h" || n == "q" { spec.append(n); index += 1 }
-            guard let n = peek(), "@KdiufsDUxXcCgeEp".contains(n) else {
+            while let n = peek(), n == "l" || n == "h" || n == "q" { spec.unicodeScalars.append(n); index += 1 }
+            guard let n = peek(), "@KdiufsDUxXcCgeEp".unicodeScalars.contains(n) else {
                 throw error("unknown format specifier '%\(spec)\(peek().map { String($0) } ?? "")'", at: start)
             }
-            spec.append(n)
+            spec.unicodeScalars.append(n)
             index += 1
             return PredicateToken(kind: .formatSpecifier(spec), position: start)
         default:
@@ -112,7 +124,7 @@ struct PredicateLexer {
             index += 2
             return PredicateToken(kind: .symbol(symbol), position: start)
         }
-        if "()[]{},.:=<>!+-*/".contains(c) {
+        if "()[]{},.:=<>!+-*/".unicodeScalars.contains(c) {
             index += 1
             return PredicateToken(kind: .symbol(String(c)), position: start)
         }
@@ -122,19 +134,19 @@ struct PredicateLexer {
     private mutating func readIdentifier() -> String {
         var name = ""
         while let c = peek(), PredicateLexer.isIdentifierPart(c) {
-            name.append(c)
+            name.unicodeScalars.append(c)
             index += 1
         }
         return name
     }
 
     private mutating func readNumber(_ start: Int) throws -> PredicateToken {
-        if peek() == "0", let p = peek(1), "xXoObB".contains(p) {
+        if peek() == "0", let p = peek(1), "xXoObB".unicodeScalars.contains(p) {
             index += 2
-            let radix: Int = "xX".contains(p) ? 16 : ("oO".contains(p) ? 8 : 2)
+            let radix: Int = "xX".unicodeScalars.contains(p) ? 16 : ("oO".unicodeScalars.contains(p) ? 8 : 2)
             var digits = ""
-            while let c = peek(), c.isHexDigit || c == "_" {
-                if c != "_" { digits.append(c) }
+            while let c = peek(), PredicateLexer.isHexDigit(c) || c == "_" {
+                if c != "_" { digits.unicodeScalars.append(c) }
                 index += 1
             }
             guard !digits.isEmpty, let value = UInt64(digits, radix: radix) else {
@@ -144,20 +156,20 @@ struct PredicateLexer {
         }
         var text = ""
         var isFloat = false
-        while let c = peek(), c.isASCII, c.isNumber { text.append(c); index += 1 }
-        if peek() == ".", let n = peek(1), n.isASCII, n.isNumber {
+        while let c = peek(), PredicateLexer.isDigit(c) { text.unicodeScalars.append(c); index += 1 }
+        if peek() == ".", let n = peek(1), PredicateLexer.isDigit(n) {
             isFloat = true
             text.append(".")
             index += 1
-            while let c = peek(), c.isASCII, c.isNumber { text.append(c); index += 1 }
+            while let c = peek(), PredicateLexer.isDigit(c) { text.unicodeScalars.append(c); index += 1 }
         }
         if let e = peek(), e == "e" || e == "E" {
             var lookahead = 1
             if let s = peek(1), s == "+" || s == "-" { lookahead = 2 }
-            if let d = peek(lookahead), d.isASCII, d.isNumber {
+            if let d = peek(lookahead), PredicateLexer.isDigit(d) {
                 isFloat = true
-                for _ in 0..<lookahead { text.append(chars[index]); index += 1 }
-                while let c = peek(), c.isASCII, c.isNumber { text.append(c); index += 1 }
+                for _ in 0..<lookahead { text.unicodeScalars.append(chars[index]); index += 1 }
+                while let c = peek(), PredicateLexer.isDigit(c) { text.unicodeScalars.append(c); index += 1 }
             }
         }
         if let c = peek(), PredicateLexer.isIdentifierStart(c) {
@@ -172,7 +184,7 @@ struct PredicateLexer {
         return PredicateToken(kind: .double(value), position: start)
     }
 
-    private mutating func readString(quote: Character, start: Int) throws -> PredicateToken {
+    private mutating func readString(quote: Unicode.Scalar, start: Int) throws -> PredicateToken {
         index += 1
         var value = ""
         while true {
@@ -181,7 +193,7 @@ struct PredicateLexer {
             }
             index += 1
             if c == quote { break }
-            if c != "\\" { value.append(c); continue }
+            if c != "\\" { value.unicodeScalars.append(c); continue }
             guard let e = peek() else {
                 throw error("unterminated string literal: missing closing \(quote) for the string opened at column \(start + 1)", at: start)
             }
@@ -191,10 +203,10 @@ struct PredicateLexer {
             case "t": value.append("\t")
             case "r": value.append("\r")
             case "0": value.append("\0")
-            case "\"", "'", "\\": value.append(e)
+            case "\"", "'", "\\": value.unicodeScalars.append(e)
             case "u":
                 var hex = ""
-                while hex.count < 4, let h = peek(), h.isHexDigit { hex.append(h); index += 1 }
+                while hex.count < 4, let h = peek(), PredicateLexer.isHexDigit(h) { hex.unicodeScalars.append(h); index += 1 }
                 guard hex.count == 4, let code = UInt32(hex, radix: 16) else {
                     throw error("invalid \\u escape: expected 4 hexadecimal digits", at: index - hex.count - 2)
                 }
@@ -203,7 +215,7 @@ struct PredicateLexer {
                     let save = index
                     index += 2
                     var low = ""
-                    while low.count < 4, let h = peek(), h.isHexDigit { low.append(h); index += 1 }
+                    while low.count < 4, let h = peek(), PredicateLexer.isHexDigit(h) { low.unicodeScalars.append(h); index += 1 }
                     if low.count == 4, let lo = UInt32(low, radix: 16), (0xDC00...0xDFFF).contains(lo),
                        let scalar = Unicode.Scalar(0x10000 + ((code - 0xD800) << 10) + (lo - 0xDC00)) {
                         value.unicodeScalars.append(scalar)
