@@ -109,7 +109,7 @@ public struct FetchComparison: Equatable, CustomStringConvertible, @unchecked Se
 final class ComparisonPlan: @unchecked Sendable {
     /// The key when the left side is a one-component key path: the hot path.
     let leftKey: String?
-    /// The right side when it is a constant.
+    /// The right side when it is a constant or an aggregate of constants.
     let rightConstant: Scalar?
     /// The constant right-hand string folded for the options.
     let foldedRightString: String?
@@ -126,7 +126,6 @@ final class ComparisonPlan: @unchecked Sendable {
         }
         var constant: Scalar?
         if case let .constant(value) = right { constant = Scalar(value) }
-        rightConstant = constant
         if case let .string(s)? = constant {
             foldedRightString = StringComparison.fold(s, options)
         } else {
@@ -142,6 +141,7 @@ final class ComparisonPlan: @unchecked Sendable {
         } else {
             rightConstantList = nil
         }
+        rightConstant = constant ?? rightConstantList.map(Scalar.list)
         if operatorType == .like, let pattern = foldedRightString {
             likePattern = LikePattern(pattern)
         } else {

@@ -59,8 +59,6 @@ enum PredicateEvaluator {
             let right: Scalar
             if let constant = plan.rightConstant {
                 right = constant
-            } else if let list = plan.rightConstantList {
-                right = .collection(list.map { $0.anyValue })
             } else {
                 right = Scalar(any: try evaluate(c.right, object: object, scope: &scope))
             }
@@ -113,6 +111,9 @@ enum PredicateEvaluator {
         case .in:
             switch r {
             case .null: return false
+            case let .list(items):
+                for item in items where equal(l, item, c.options, foldedRight: nil) { return true }
+                return false
             case let .collection(items):
                 for item in items where equal(l, Scalar(any: item), c.options, foldedRight: nil) { return true }
                 return false
@@ -142,14 +143,14 @@ enum PredicateEvaluator {
                 throw mismatch("CONTAINS", l, r, detail: "the left-hand side of CONTAINS must be a collection or a string")
             }
         case .between:
-            guard case let .collection(bounds) = r, bounds.count == 2 else {
+            guard let bounds = r.elementScalars, bounds.count == 2 else {
                 throw PredicateEvaluationError(
                     .invalidOperand, operatorName: "BETWEEN",
                     reason: "the right-hand side must be a collection of two bounds, not \(r.typeName) \(r.errorDescription)")
             }
             if case .null = l { return false }
-            guard let low = try ordering(l, Scalar(any: bounds[0]), c.options, op: "BETWEEN"),
-                  let high = try ordering(l, Scalar(any: bounds[1]), c.options, op: "BETWEEN") else { return false }
+            guard let low = try ordering(l, bounds[0], c.options, op: "BETWEEN"),
+                  let high = try ordering(l, bounds[1], c.options, op: "BETWEEN") else { return false }
             return low != .orderedAscending && high != .orderedDescending
         }
     }
@@ -168,9 +169,9 @@ enum PredicateEvaluator {
         case let (.uuid(a), .uuid(b)): return a == b
         case let (.data(a), .data(b)): return a == b
         case let (.url(a), .url(b)): return a == b
-        case let (.collection(a), .collection(b)):
-            guard a.count == b.count else { return false }
-            for (x, y) in zip(a, b) where !equal(Scalar(any: x), Scalar(any: y), options, foldedRight: nil) { return false }
+        case (.collection, .collection), (.collection, .list), (.list, .collection), (.list, .list):
+            guard let a = l.elementScalars, let b = r.elementScalars, a.count == b.count else { return false }
+            for (x, y) in zip(a, b) where !equal(x, y, options, foldedRight: nil) { return false }
             return true
         case let (.other(a), .other(b)):
             if type(of: a) is AnyClass, type(of: b) is AnyClass { return (a as AnyObject) === (b as AnyObject) }

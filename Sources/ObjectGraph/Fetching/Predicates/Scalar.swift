@@ -14,6 +14,9 @@ enum Scalar {
     case data(Data)
     case url(URL)
     case collection([Any?])
+    /// A collection whose elements are already classified: a literal
+    /// aggregate of constants, prepared once by a comparison.
+    case list([Scalar])
     case other(Any)
 
     init(_ value: FetchValue) {
@@ -127,7 +130,17 @@ enum Scalar {
         case let .data(v): return v
         case let .url(v): return v
         case let .collection(v): return v
+        case let .list(v): return v.map { $0.anyValue }
         case let .other(v): return v
+        }
+    }
+
+    /// The elements of a to-many value, classified; nil if not one.
+    var elementScalars: [Scalar]? {
+        switch self {
+        case let .collection(items): return items.map { Scalar(any: $0) }
+        case let .list(items): return items
+        default: return nil
         }
     }
 
@@ -144,7 +157,7 @@ enum Scalar {
         case .uuid: return "UUID"
         case .data: return "Data"
         case .url: return "URL"
-        case .collection: return "collection"
+        case .collection, .list: return "collection"
         case let .other(v): return String(describing: type(of: v))
         }
     }
@@ -157,6 +170,7 @@ enum Scalar {
             let short = s.count > 40 ? String(s.prefix(40)) + "…" : s
             return "\"\(short)\""
         case let .collection(c): return "collection of \(c.count)"
+        case let .list(c): return "collection of \(c.count)"
         default:
             let text = String(describing: anyValue ?? "nil")
             return text.count > 40 ? String(text.prefix(40)) + "…" : text
