@@ -162,6 +162,29 @@ import Testing
         #expect(sub.operatorName == "SUBQUERY")
     }
 
+    @Test func deepNestingIsAnErrorNotACrash() throws {
+        let deep = String(repeating: "(", count: 20_000) + "a == 1" + String(repeating: ")", count: 20_000)
+        let error = try #require(syntaxError(deep))
+        #expect(error.reason.hasPrefix("nesting is too deep"))
+        #expect(syntaxError(String(repeating: "NOT ", count: 5000) + "a == 1")?.reason.hasPrefix("nesting is too deep") == true)
+        #expect(syntaxError("a == " + String(repeating: "-", count: 5000) + "b")?.reason.hasPrefix("nesting is too deep") == true)
+        let unclosed = try #require(syntaxError(String(repeating: "(", count: 40) + "a"))
+        #expect(unclosed.position == 41)
+        // Fifty levels are fine.
+        let fine = String(repeating: "(", count: 50) + "a == 1" + String(repeating: ")", count: 50)
+        #expect(try FetchPredicate(format: fine) == .compare(.key("a"), .equalTo, .value(1)))
+    }
+
+    @Test func arithmeticOverflowDoesNotTrap() throws {
+        let big: [String: Any] = ["a": Int64.max, "v": [Int64.max, Int64.max, true]]
+        #expect(try FetchPredicate(format: "a + 1 > a").evaluate(with: big))
+        #expect(try FetchPredicate(format: "a * a > a").evaluate(with: big))
+        #expect(try FetchPredicate(format: "sum:(v) > a").evaluate(with: big))
+        #expect(try FetchPredicate(format: "abs:(-9223372036854775808) > 0").evaluate(with: nil))
+        #expect(try FetchPredicate(format: "-9223372036854775808 - 1 < 0").evaluate(with: nil))
+        #expect(try FetchPredicate(format: "modulus:by:(-9223372036854775808, -1) == 0").evaluate(with: nil))
+    }
+
     /// Hostile strings: every prefix of a set of valid predicates, plus noise,
     /// must parse or throw, never trap.
     @Test func prefixesAndNoiseNeverCrash() {

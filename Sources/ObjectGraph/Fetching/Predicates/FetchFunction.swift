@@ -198,7 +198,9 @@ public enum FetchFunction {
             case let .int(v):
                 let (r, overflow) = intTotal.addingReportingOverflow(v)
                 if overflow { allInts = false } else { intTotal = r }
-            case let .bool(b): intTotal += b ? 1 : 0
+            case let .bool(b):
+                let (r, overflow) = intTotal.addingReportingOverflow(b ? 1 : 0)
+                if overflow { allInts = false } else { intTotal = r }
             default: allInts = false
             }
             if !allInts { break }

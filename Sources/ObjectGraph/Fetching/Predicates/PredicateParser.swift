@@ -20,6 +20,17 @@ struct PredicateParser {
     private let arguments: [Any?]
     private var pos = 0
     private var argumentIndex = 0
+    private var depth = 0
+    /// Deeper nesting than any real predicate needs; the limit turns hostile
+    /// input such as 100,000 '(' into an error instead of a stack overflow.
+    static let maximumNesting = 200
+
+    private mutating func enter() throws {
+        depth += 1
+        if depth > PredicateParser.maximumNesting {
+            throw error("nesting is too deep (more than \(PredicateParser.maximumNesting) levels)")
+        }
+    }
 
     private init(_ format: String, arguments: [Any?]) throws {
         self.format = format
@@ -107,6 +118,8 @@ struct PredicateParser {
     // MARK: Predicates
 
     private mutating func parseOr() throws -> FetchPredicate {
+        try enter()
+        defer { depth -= 1 }
         var items = [try parseAnd()]
         while isKeyword("OR") || isSymbol("||") {
             pos += 1
@@ -125,6 +138,8 @@ struct PredicateParser {
     }
 
     private mutating func parseNot() throws -> FetchPredicate {
+        try enter()
+        defer { depth -= 1 }
         if isKeyword("NOT") || isSymbol("!") {
             pos += 1
             return .not(try parseNot())
@@ -240,6 +255,8 @@ struct PredicateParser {
     // MARK: Expressions
 
     private mutating func parseExpression() throws -> FetchExpression {
+        try enter()
+        defer { depth -= 1 }
         var left = try parseMultiplicative()
         while isSymbol("+") || isSymbol("-") {
             let name = isSymbol("+") ? "add:to:" : "from:subtract:"
@@ -269,6 +286,8 @@ struct PredicateParser {
     }
 
     private mutating func parseUnary() throws -> FetchExpression {
+        try enter()
+        defer { depth -= 1 }
         guard isSymbol("-") else { return try parsePostfix() }
         pos += 1
         // A negative literal is one constant, so Int64.min is expressible.
