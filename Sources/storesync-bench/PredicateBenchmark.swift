@@ -19,6 +19,14 @@ struct PredicateBenchmark: ParsableCommand {
     @Option(help: "Passes over the rows per evaluation workload (the best pass is reported).")
     var passes = 5
 
+    @Option(help: "Run only the workloads whose name contains this text.")
+    var filter: String?
+
+    func wanted(_ name: String) -> Bool {
+        guard let filter else { return true }
+        return name.localizedCaseInsensitiveContains(filter)
+    }
+
     struct Result {
         let workload: String
         let operations: Int
@@ -52,7 +60,7 @@ struct PredicateBenchmark: ParsableCommand {
             ("eval 3-clause AND (all evaluated)", "age >= 0 AND score >= 0 AND name != nil", 3),
             ("eval IN {5 values}", "age IN {1, 2, 3, 4, 5}", 1),
         ]
-        for (name, format, comparisonsPerRow) in workloads {
+        for (name, format, comparisonsPerRow) in workloads where wanted(name) {
             let predicate = try FetchPredicate(format: format)
             var matches = 0
             let seconds = try PredicateBenchmark.best(of: passes) {
@@ -63,12 +71,15 @@ struct PredicateBenchmark: ParsableCommand {
             results.append(Result(workload: name, operations: dataset.count * comparisonsPerRow, unit: "comparisons", seconds: seconds))
         }
 
+        if wanted("eval ANY") {
         let anyPredicate = try FetchPredicate(format: "ANY tags == 'red'")
         let anySeconds = try PredicateBenchmark.best(of: passes) {
             for row in dataset { _ = try anyPredicate.evaluate(with: row) }
         }
         results.append(Result(workload: "eval ANY tags == 'red' (3 tags)", operations: dataset.count, unit: "rows", seconds: anySeconds))
+        }
 
+        if wanted("sort") {
         let sortCount = min(dataset.count, 100_000)
         let sortSeconds = try PredicateBenchmark.best(of: 2) {
             _ = try FetchSortDescriptor.sort(Array(dataset.prefix(sortCount)), using: [
@@ -76,6 +87,7 @@ struct PredicateBenchmark: ParsableCommand {
             ])
         }
         results.append(Result(workload: "sort by 2 descriptors", operations: sortCount, unit: "rows", seconds: sortSeconds))
+        }
 
         if json {
             for r in results {

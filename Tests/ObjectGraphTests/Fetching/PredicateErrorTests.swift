@@ -175,6 +175,13 @@ import Testing
         #expect(try FetchPredicate(format: fine) == .compare(.key("a"), .equalTo, .value(1)))
     }
 
+    @Test func nanDatesDoNotTrapInErrorMessages() throws {
+        // Found by the row-evaluator property test: Foundation traps describing a NaN Date.
+        let error = try #require(evaluationError("CAST(1, 'NSDate') - score < ''", ["score": Double.nan]))
+        #expect(error.kind == .typeMismatch)
+        #expect(error.reason.contains("invalid date (nan seconds since 2001-01-01)"))
+    }
+
     @Test func arithmeticOverflowDoesNotTrap() throws {
         let big: [String: Any] = ["a": Int64.max, "v": [Int64.max, Int64.max, true]]
         #expect(try FetchPredicate(format: "a + 1 > a").evaluate(with: big))

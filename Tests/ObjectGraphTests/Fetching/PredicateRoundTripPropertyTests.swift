@@ -172,6 +172,30 @@ struct PredicateGenerator {
         #expect(evaluationErrors > 100)
     }
 
+    /// The row evaluator's shortcuts for `[String: Any]` must agree with the
+    /// general evaluator on every generated predicate and row.
+    @Test func rowFastPathAgreesWithGeneralEvaluator() throws {
+        var generator = PredicateGenerator(rng: SplitMix64(seed: 99))
+        let rows = PredicateRoundTripPropertyTests.dataset.compactMap { $0 as? [String: Any] }
+            + [["age": 30, "score": 30.0, "name": "b", "nick": NSNull()], ["age": Int64(5), "score": Float(1), "name": "B", "nick": 1]]
+        var compared = 0
+        for _ in 0..<1500 {
+            let p = generator.chance(50) ? generator.comparison(depth: 0) : generator.predicate(depth: 2)
+            for row in rows {
+                var scope = EvaluationScope(variables: ["MIN": 3, "NAME": "Bob", "X": nil])
+                let general = Result { try PredicateEvaluator.evaluate(p, object: row, dictionary: nil, scope: &scope) }
+                let fast = Result { try p.evaluate(with: row, substitutionVariables: ["MIN": 3, "NAME": "Bob", "X": nil]) }
+                switch (general, fast) {
+                case let (.success(a), .success(b)): #expect(a == b, "\(p.predicateFormat) on \(row)")
+                case (.failure, .failure): break
+                default: Issue.record("\(p.predicateFormat) on \(row): general \(general), fast \(fast)")
+                }
+                compared += 1
+            }
+        }
+        #expect(compared == 1500 * rows.count)
+    }
+
     @Test func randomTextNeverCrashesTheParser() {
         var rng = SplitMix64(seed: 7)
         let pieces = ["a", "==", "(", ")", "'x'", "\"", "{", "}", ",", "AND", "OR", "NOT", "ANY", "%@", "%K", "$v",

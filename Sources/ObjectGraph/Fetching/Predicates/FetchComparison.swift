@@ -77,23 +77,21 @@ public struct FetchComparison: Equatable, CustomStringConvertible, @unchecked Se
         public static let normalized = Options(rawValue: 4)
     }
 
-    public let left: FetchExpression
-    public let operatorType: Operator
-    public let right: FetchExpression
-    public let modifier: Modifier
-    public let options: Options
+    // Everything lives in one immutable object, so copying a comparison out
+    // of the predicate tree during evaluation is a single retain.
     let plan: ComparisonPlan
+
+    public var left: FetchExpression { plan.left }
+    public var operatorType: Operator { plan.operatorType }
+    public var right: FetchExpression { plan.right }
+    public var modifier: Modifier { plan.modifier }
+    public var options: Options { plan.options }
 
     public init(
         _ left: FetchExpression, _ operatorType: Operator, _ right: FetchExpression,
         modifier: Modifier = .direct, options: Options = []
     ) {
-        self.left = left
-        self.operatorType = operatorType
-        self.right = right
-        self.modifier = modifier
-        self.options = options
-        self.plan = ComparisonPlan(left: left, operatorType: operatorType, right: right, options: options)
+        self.plan = ComparisonPlan(left: left, operatorType: operatorType, right: right, modifier: modifier, options: options)
     }
 
     public var description: String { PredicateFormatter.format(FetchPredicate.comparison(self)) }
@@ -107,6 +105,11 @@ public struct FetchComparison: Equatable, CustomStringConvertible, @unchecked Se
 /// What a comparison precomputes from its operands. Immutable after init, so
 /// sharing it between copies of the comparison and between threads is safe.
 final class ComparisonPlan: @unchecked Sendable {
+    let left: FetchExpression
+    let operatorType: FetchComparison.Operator
+    let right: FetchExpression
+    let modifier: FetchComparison.Modifier
+    let options: FetchComparison.Options
     /// The key when the left side is a one-component key path: the hot path.
     let leftKey: String?
     /// The right side when it is a constant or an aggregate of constants.
@@ -115,10 +118,19 @@ final class ComparisonPlan: @unchecked Sendable {
     let foldedRightString: String?
     /// The constant right-hand side of IN/BETWEEN when it is a literal aggregate.
     let rightConstantList: [Scalar]?
+    /// Set when the comparison is a plain `key OP constant` that the
+    /// evaluator can decide without classifying values (the common case).
+    let fastConstant: FastConstant?
     let likePattern: LikePattern?
     let regex: Result<NSRegularExpression, PredicateEvaluationError>?
 
-    init(left: FetchExpression, operatorType: FetchComparison.Operator, right: FetchExpression, options: FetchComparison.Options) {
+    init(left: FetchExpression, operatorType: FetchComparison.Operator, right: FetchExpression,
+         modifier: FetchComparison.Modifier, options: FetchComparison.Options) {
+        self.left = left
+        self.operatorType = operatorType
+        self.right = right
+        self.modifier = modifier
+        self.options = options
         if case let .keyPath(path) = left, path.count == 1, !path[0].hasPrefix("@") {
             leftKey = path[0]
         } else {
@@ -142,6 +154,20 @@ final class ComparisonPlan: @unchecked Sendable {
             rightConstantList = nil
         }
         rightConstant = constant ?? rightConstantList.map(Scalar.list)
+        let plainOperator: Bool
+        switch operatorType {
+        case .equalTo, .notEqualTo, .lessThan, .lessThanOrEqualTo, .greaterThan, .greaterThanOrEqualTo:
+            plainOperator = modifier == .direct && (options.isEmpty || options == .normalized)
+        default:
+            plainOperator = false
+        }
+        switch constant {
+        case let .int(v)? where plainOperator: fastConstant = .int(v)
+        case let .double(v)? where plainOperator && !v.isNaN: fastConstant = .double(v)
+        case let .string(v)? where plainOperator: fastConstant = .string(v)
+        case .null? where plainOperator && (operatorType == .equalTo || operatorType == .notEqualTo): fastConstant = .null
+        default: fastConstant = nil
+        }
         if operatorType == .like, let pattern = foldedRightString {
             likePattern = LikePattern(pattern)
         } else {
@@ -153,4 +179,14 @@ final class ComparisonPlan: @unchecked Sendable {
             regex = nil
         }
     }
+}
+
+/// A constant the evaluator compares directly against a value read from a
+/// row, without building a ``Scalar`` for either side.
+enum FastConstant {
+    case int(Int64)
+    case double(Double)
+    case string(String)
+    /// `== nil` / `!= nil`, decided fast only for values that are clearly not nil.
+    case null
 }

@@ -67,8 +67,18 @@ public indirect enum FetchPredicate: Equatable, CustomStringConvertible, @unchec
     /// - Throws: ``PredicateEvaluationError`` for an unknown key, an unbound
     ///   variable, or operands an operator cannot compare.
     public func evaluate(with object: Any?, substitutionVariables: [String: Any?] = [:]) throws -> Bool {
+        if let row = PredicateEvaluator.asDictionary(object) {
+            return try PredicateEvaluator.evaluate(self, row: row, variables: substitutionVariables)
+        }
         var scope = EvaluationScope(variables: substitutionVariables)
-        return try PredicateEvaluator.evaluate(self, object: object, scope: &scope)
+        return try PredicateEvaluator.evaluate(self, object: object, dictionary: nil, scope: &scope)
+    }
+
+    /// Evaluates against a dictionary row; the same as
+    /// ``evaluate(with:substitutionVariables:)-(Any?,_)``, chosen statically
+    /// for `[String: Any]` so no dynamic cast is needed per evaluation.
+    public func evaluate(with dictionary: [String: Any], substitutionVariables: [String: Any?] = [:]) throws -> Bool {
+        try PredicateEvaluator.evaluate(self, row: dictionary, variables: substitutionVariables)
     }
 
     /// A copy with each `$VARIABLE` found in `variables` replaced by a

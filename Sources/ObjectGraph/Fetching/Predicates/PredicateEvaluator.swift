@@ -25,33 +25,66 @@ struct EvaluationScope {
 enum PredicateEvaluator {
     // MARK: Predicates
 
-    static func evaluate(_ predicate: FetchPredicate, object: Any?, scope: inout EvaluationScope) throws -> Bool {
+    /// `dictionary` is `object` when it is a `[String: Any]`, passed along
+    /// typed so single-key reads need no dynamic cast.
+    static func evaluate(_ predicate: FetchPredicate, object: Any?, dictionary: [String: Any]?, scope: inout EvaluationScope) throws -> Bool {
         switch predicate {
         case .truePredicate:
             return true
         case .falsePredicate:
             return false
         case let .comparison(c):
-            return try evaluate(c, object: object, scope: &scope)
+            return try evaluate(c, object: object, dictionary: dictionary, scope: &scope)
         case let .and(items):
-            for item in items where try !evaluate(item, object: object, scope: &scope) { return false }
+            for item in items where try !evaluate(item, object: object, dictionary: dictionary, scope: &scope) { return false }
             return true
         case let .or(items):
-            for item in items where try evaluate(item, object: object, scope: &scope) { return true }
+            for item in items where try evaluate(item, object: object, dictionary: dictionary, scope: &scope) { return true }
             return false
         case let .not(inner):
-            return try !evaluate(inner, object: object, scope: &scope)
+            return try !evaluate(inner, object: object, dictionary: dictionary, scope: &scope)
         }
     }
 
-    static func evaluate(_ c: FetchComparison, object: Any?, scope: inout EvaluationScope) throws -> Bool {
+    /// The row evaluator: the same semantics, but plain `key OP constant`
+    /// comparisons on a `[String: Any]` are decided without building a scope,
+    /// boxing the row, or classifying values. Anything else falls through to
+    /// the general evaluator.
+    static func evaluate(_ predicate: FetchPredicate, row: [String: Any], variables: [String: Any?]) throws -> Bool {
+        switch predicate {
+        case let .comparison(c):
+            let plan = c.plan
+            if let fast = plan.fastConstant, let key = plan.leftKey, let value = row[key],
+               let result = fastCompare(value, fast, plan.operatorType) {
+                return result
+            }
+            var scope = EvaluationScope(variables: variables)
+            return try evaluate(c, object: row, dictionary: row, scope: &scope)
+        case let .and(items):
+            for item in items where try !evaluate(item, row: row, variables: variables) { return false }
+            return true
+        case let .or(items):
+            for item in items where try evaluate(item, row: row, variables: variables) { return true }
+            return false
+        case let .not(inner):
+            return try !evaluate(inner, row: row, variables: variables)
+        case .truePredicate:
+            return true
+        case .falsePredicate:
+            return false
+        }
+    }
+
+    static func evaluate(_ c: FetchComparison, object: Any?, dictionary: [String: Any]?, scope: inout EvaluationScope) throws -> Bool {
         do {
             let plan = c.plan
             let left: Any?
-            if let key = plan.leftKey, let object, type(of: object) == [String: Any].self,
-               let dictionary = object as? [String: Any] {
+            if let key = plan.leftKey, let dictionary {
                 // The hot path: one key read from a plain dictionary.
-                guard let value = dictionary[key] else { throw unknownKey(key, in: [key], on: object) }
+                guard let value = dictionary[key] else { throw unknownKey(key, in: [key], on: dictionary) }
+                if let fast = plan.fastConstant, let result = fastCompare(value, fast, plan.operatorType) {
+                    return result
+                }
                 left = value
             } else {
                 left = try evaluate(c.left, object: object, scope: &scope)
@@ -91,6 +124,50 @@ enum PredicateEvaluator {
     }
 
     // MARK: Comparison semantics
+
+    /// `value OP constant` for the value types rows hold most often; nil
+    /// means "not one of those", and the general path decides instead.
+    @inline(__always)
+    static func fastCompare(_ value: Any, _ constant: FastConstant, _ op: FetchComparison.Operator) -> Bool? {
+        let order: ComparisonResult
+        switch constant {
+        case let .int(k):
+            if let v = value as? Int {
+                let x = Int64(v)
+                order = x < k ? .orderedAscending : (x == k ? .orderedSame : .orderedDescending)
+            } else {
+                return nil
+            }
+        case let .double(k):
+            if let v = value as? Double, !v.isNaN {
+                order = v < k ? .orderedAscending : (v == k ? .orderedSame : .orderedDescending)
+            } else if let v = value as? Int, let exact = Scalar.compareNumbers(.int(Int64(v)), .double(k)) {
+                order = exact
+            } else {
+                return nil
+            }
+        case .null:
+            if value is String || value is Int || value is Double { return op == .notEqualTo }
+            return nil
+        case let .string(k):
+            if let v = value as? String {
+                if op == .equalTo { return v == k }
+                if op == .notEqualTo { return v != k }
+                order = v < k ? .orderedAscending : (v == k ? .orderedSame : .orderedDescending)
+            } else {
+                return nil
+            }
+        }
+        switch op {
+        case .equalTo: return order == .orderedSame
+        case .notEqualTo: return order != .orderedSame
+        case .lessThan: return order == .orderedAscending
+        case .lessThanOrEqualTo: return order != .orderedDescending
+        case .greaterThan: return order == .orderedDescending
+        case .greaterThanOrEqualTo: return order != .orderedAscending
+        default: return nil
+        }
+    }
 
     static func compare(_ l: Scalar, _ r: Scalar, _ c: FetchComparison) throws -> Bool {
         switch c.operatorType {
@@ -272,12 +349,19 @@ enum PredicateEvaluator {
             defer { scope.bindings.removeLast() }
             for element in elements {
                 scope.bindings[scope.bindings.count - 1].value = element
-                if try evaluate(predicate, object: element, scope: &scope) { matches.append(element) }
+                if try evaluate(predicate, object: element, dictionary: asDictionary(element), scope: &scope) { matches.append(element) }
             }
             return matches
         case let .fetchRequest(request):
             return try request.evaluate(with: object, scope: &scope)
         }
+    }
+
+    /// The object as a `[String: Any]` when it is exactly one.
+    @inline(__always)
+    static func asDictionary(_ object: Any?) -> [String: Any]? {
+        guard let object, type(of: object) == [String: Any].self else { return nil }
+        return object as? [String: Any]
     }
 
     static func unknownKey(_ key: String, in path: [String], on object: Any) -> PredicateEvaluationError {

@@ -230,7 +230,7 @@ enum PredicateFormatter {
             // for humans and does not parse.
             out += "<\(type(of: o)): \(ObjectIdentifier(o).debugDescription)>"
         case let .other(h):
-            out += "<\(type(of: h.base)): \(String(describing: h.base))>"
+            out += "<\(type(of: h.base)): \(Scalar.describe(h.base))>"
         }
     }
 

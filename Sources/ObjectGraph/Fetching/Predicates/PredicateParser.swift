@@ -568,7 +568,7 @@ struct PredicateParser {
 
     private func typeDescription(_ value: Any?) -> String {
         guard let value else { return "nil" }
-        return "\(type(of: value)) \(String(describing: value).prefix(40))"
+        return "\(type(of: value)) \(Scalar.describe(value).prefix(40))"
     }
 
     private mutating func formatArgument(_ spec: String, at token: PredicateToken) throws -> FetchExpression {

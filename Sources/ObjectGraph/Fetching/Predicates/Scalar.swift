@@ -172,9 +172,21 @@ enum Scalar {
         case let .collection(c): return "collection of \(c.count)"
         case let .list(c): return "collection of \(c.count)"
         default:
-            let text = String(describing: anyValue ?? "nil")
+            let text = Scalar.describe(anyValue)
             return text.count > 40 ? String(text.prefix(40)) + "…" : text
         }
+    }
+
+    /// `String(describing:)` that is safe for every value: Foundation traps
+    /// describing a Date whose interval is NaN or infinite, and such dates
+    /// can come out of arithmetic on user data.
+    static func describe(_ value: Any?) -> String {
+        guard let value = unwrapOptional(value) else { return "nil" }
+        if let date = value as? Date {
+            let t = date.timeIntervalSinceReferenceDate
+            return t.isFinite ? String(describing: date) : "invalid date (\(t) seconds since 2001-01-01)"
+        }
+        return String(describing: value)
     }
 
     // MARK: - Numbers
