@@ -184,7 +184,8 @@ enum Scalar {
         guard let value = unwrapOptional(value) else { return "nil" }
         if let date = value as? Date {
             let t = date.timeIntervalSinceReferenceDate
-            return t.isFinite ? String(describing: date) : "invalid date (\(t) seconds since 2001-01-01)"
+            if t.isNaN { return "invalid date (NaN)" }
+            return t.isFinite ? String(describing: date) : "invalid date (\(t))"
         }
         return String(describing: value)
     }
