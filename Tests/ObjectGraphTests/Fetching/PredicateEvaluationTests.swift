@@ -114,6 +114,28 @@ extension Employee: Hashable {
         #expect(try eval("s LIKE[c] 'ABCxDEF'", row))
     }
 
+    /// The byte-level ASCII shortcut must agree with the Unicode path.
+    @Test func asciiShortcutAgreesWithCharacterMatching() {
+        var rng = SplitMix64(seed: 3)
+        let alphabet = Array("aAbB*?\\x")
+        func random(_ n: Int) -> String { String((0..<Int(rng.next() % UInt64(n))).map { _ in alphabet[Int(rng.next() % UInt64(alphabet.count))] }) }
+        var checked = 0
+        for _ in 0..<6_000 {
+            let subject = random(7), pattern = random(6)
+            for options in [FetchComparison.Options(), [.caseInsensitive], [.caseInsensitive, .diacriticInsensitive]] {
+                let foldedPattern = StringComparison.fold(pattern, options)
+                let foldedSubject = StringComparison.fold(subject, options)
+                let ci = options.contains(.caseInsensitive)
+                #expect(StringComparison.asciiOperator(.like, subject, foldedPattern, caseInsensitive: ci) == LikePattern(foldedPattern).matches(foldedSubject), "\(subject) LIKE \(pattern)")
+                #expect(StringComparison.asciiOperator(.beginsWith, subject, foldedPattern, caseInsensitive: ci) == foldedSubject.hasPrefix(foldedPattern))
+                #expect(StringComparison.asciiOperator(.endsWith, subject, foldedPattern, caseInsensitive: ci) == foldedSubject.hasSuffix(foldedPattern))
+                checked += 1
+            }
+        }
+        #expect(checked == 18_000)
+        #expect(StringComparison.asciiOperator(.like, "Ärger", "arg*", caseInsensitive: true) == nil)
+    }
+
     @Test func matchesUsesAnchoredRegularExpressions() throws {
         let row: [String: Any] = ["code": "AB-1234", "name": "Émile"]
         #expect(try eval("code MATCHES '[A-Z]{2}-[0-9]{4}'", row))

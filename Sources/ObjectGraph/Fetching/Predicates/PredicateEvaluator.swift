@@ -54,8 +54,10 @@ enum PredicateEvaluator {
         switch predicate {
         case let .comparison(c):
             let plan = c.plan
-            if let fast = plan.fastConstant, let key = plan.leftKey, let value = row[key],
-               let result = fastCompare(value, fast, plan.operatorType) {
+            // `values[index]` yields the stored value in place, where
+            // `row[key]` would copy the existential first.
+            if let fast = plan.fastConstant, let key = plan.leftKey, let index = row.index(forKey: key),
+               let result = fastCompare(row.values[index], fast, plan.operatorType) {
                 return result
             }
             var scope = EvaluationScope(variables: variables)
@@ -125,6 +127,18 @@ enum PredicateEvaluator {
 
     // MARK: Comparison semantics
 
+    /// Reads a small value (Int, Double, String, ...) straight out of an
+    /// `Any` whose dynamic type is exactly `T`. The existential container's
+    /// inline buffer layout is part of Swift's stable ABI, values of at most
+    /// three words like these are always stored inline, and `load(as:)` makes
+    /// a proper (retained) copy; this skips the general dynamic-cast
+    /// machinery, which dominated the cost of a simple comparison.
+    @inline(__always)
+    static func peek<T>(_ value: Any, as _: T.Type) -> T? {
+        guard type(of: value) == T.self else { return nil }
+        return withUnsafeBytes(of: value) { $0.load(as: T.self) }
+    }
+
     /// `value OP constant` for the value types rows hold most often; nil
     /// means "not one of those", and the general path decides instead.
     @inline(__always)
@@ -132,32 +146,51 @@ enum PredicateEvaluator {
         let order: ComparisonResult
         switch constant {
         case let .int(k):
-            if let v = value as? Int {
-                let x = Int64(v)
-                order = x < k ? .orderedAscending : (x == k ? .orderedSame : .orderedDescending)
+            let x: Int64
+            if let v = peek(value, as: Int.self) {
+                x = Int64(v)
+            } else if let v = peek(value, as: Int64.self) {
+                x = v
+            } else if let v = peek(value, as: Int32.self) {
+                x = Int64(v)
+            } else if let v = peek(value, as: Int16.self) {
+                x = Int64(v)
+            } else if let v = peek(value, as: Double.self), let exact = Scalar.compareNumbers(.double(v), .int(k)) {
+                return decide(exact, op)
             } else {
                 return nil
             }
+            order = x < k ? .orderedAscending : (x == k ? .orderedSame : .orderedDescending)
         case let .double(k):
-            if let v = value as? Double, !v.isNaN {
+            if let v = peek(value, as: Double.self), !v.isNaN {
                 order = v < k ? .orderedAscending : (v == k ? .orderedSame : .orderedDescending)
-            } else if let v = value as? Int, let exact = Scalar.compareNumbers(.int(Int64(v)), .double(k)) {
+            } else if let v = peek(value, as: Int.self), let exact = Scalar.compareNumbers(.int(Int64(v)), .double(k)) {
+                order = exact
+            } else if let v = peek(value, as: Int64.self), let exact = Scalar.compareNumbers(.int(v), .double(k)) {
+                order = exact
+            } else if let v = peek(value, as: Int16.self), let exact = Scalar.compareNumbers(.int(Int64(v)), .double(k)) {
+                order = exact
+            } else if let v = peek(value, as: Int32.self), let exact = Scalar.compareNumbers(.int(Int64(v)), .double(k)) {
                 order = exact
             } else {
                 return nil
             }
         case .null:
-            if value is String || value is Int || value is Double { return op == .notEqualTo }
+            if type(of: value) == String.self || type(of: value) == Int.self || type(of: value) == Double.self {
+                return op == .notEqualTo
+            }
             return nil
         case let .string(k):
-            if let v = value as? String {
-                if op == .equalTo { return v == k }
-                if op == .notEqualTo { return v != k }
-                order = v < k ? .orderedAscending : (v == k ? .orderedSame : .orderedDescending)
-            } else {
-                return nil
-            }
+            guard let v = peek(value, as: String.self) else { return nil }
+            if op == .equalTo { return v == k }
+            if op == .notEqualTo { return v != k }
+            order = v < k ? .orderedAscending : (v == k ? .orderedSame : .orderedDescending)
         }
+        return decide(order, op)
+    }
+
+    @inline(__always)
+    static func decide(_ order: ComparisonResult, _ op: FetchComparison.Operator) -> Bool? {
         switch op {
         case .equalTo: return order == .orderedSame
         case .notEqualTo: return order != .orderedSame
@@ -281,6 +314,10 @@ enum PredicateEvaluator {
         if case .null = l { return false }
         if case .null = r { return false }
         guard case let .string(subject) = l, case let .string(pattern) = r else { throw mismatch(op, l, r) }
+        if let foldedPattern = c.plan.foldedRightString, c.operatorType != .matches,
+           let result = StringComparison.asciiOperator(c.operatorType, subject, foldedPattern, caseInsensitive: c.options.contains(.caseInsensitive)) {
+            return result
+        }
         let folded = StringComparison.fold(subject, c.options)
         let foldedPattern = c.plan.foldedRightString ?? StringComparison.fold(pattern, c.options)
         switch c.operatorType {
