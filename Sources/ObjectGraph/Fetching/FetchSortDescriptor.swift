@@ -88,25 +88,37 @@ public struct FetchSortDescriptor: Hashable, CustomStringConvertible, Sendable {
     ///   comparison cannot order (a string against a number).
     public static func sort<T>(_ objects: [T], using descriptors: [FetchSortDescriptor]) throws -> [T] {
         if descriptors.isEmpty || objects.count < 2 { return objects }
-        // Keys are read once per object, not once per comparison.
-        var keys: [[Scalar]] = []
-        keys.reserveCapacity(objects.count)
+        // Keys are read once per object, not once per comparison, into one
+        // flat array that the comparator reads in place.
+        let width = descriptors.count
+        var keys: [Scalar] = []
+        keys.reserveCapacity(objects.count * width)
         for object in objects {
-            keys.append(try descriptors.map { Scalar(any: try KeyPathResolver.value(of: object, keyPath: $0.components)) })
+            for descriptor in descriptors {
+                keys.append(Scalar(any: try KeyPathResolver.value(of: object, keyPath: descriptor.components)))
+            }
         }
         var failure: Error?
-        let order = objects.indices.sorted { i, j in
-            if failure != nil { return i < j }
-            for (d, descriptor) in descriptors.enumerated() {
-                do {
-                    let r = try descriptor.compareValues(keys[i][d], keys[j][d])
-                    if r != .orderedSame { return (r == .orderedAscending) == descriptor.ascending }
-                } catch {
-                    failure = error
+        var order = Array(objects.indices)
+        keys.withUnsafeBufferPointer { key in
+            descriptors.withUnsafeBufferPointer { descriptor in
+                order.sort { i, j in
+                    if failure != nil { return i < j }
+                    var d = 0
+                    while d < width {
+                        do {
+                            let r = try descriptor[d].compareValues(key[i * width + d], key[j * width + d])
+                            if r != .orderedSame { return (r == .orderedAscending) == descriptor[d].ascending }
+                        } catch {
+                            failure = error
+                            return i < j
+                        }
+                        d += 1
+                    }
+                    // Equal under every descriptor: original order, so the sort is stable.
                     return i < j
                 }
             }
-            return i < j
         }
         if let failure { throw failure }
         return order.map { objects[$0] }

@@ -73,8 +73,8 @@ public enum FetchValue: Equatable, CustomStringConvertible, @unchecked Sendable 
         // Checked by class first: casting an NSNumber to Bool or Int would
         // succeed for any 0/1 and lose what kind of number it is.
         if type(of: value) is NSNumber.Type, let number = value as? NSNumber { return Scalar.fetchValue(of: number) }
+        if Scalar.isNull(value) { return .null }
         switch value {
-        case is NSNull: return .null
         case let v as String: return .string(v)
         case let v as Bool: return .bool(v)
         case let v as Int: return .int(Int64(v))
@@ -94,8 +94,7 @@ public enum FetchValue: Equatable, CustomStringConvertible, @unchecked Sendable 
         case let v as UUID: return .uuid(v)
         case let v as Data: return .data(v)
         case let v as URL: return .url(v)
-        case let v as NSNumber: return Scalar.fetchValue(of: v)
-        case is [Any], is NSArray, is NSSet: return nil
+        case is [Any]: return nil
         case let v as FetchValue: return v
         default:
             if Scalar.isCollection(value) { return nil }

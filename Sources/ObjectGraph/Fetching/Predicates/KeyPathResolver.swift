@@ -14,7 +14,7 @@ enum KeyPathResolver {
             if key.hasPrefix("@") {
                 return try collectionOperator(key, on: current, rest: Array(keyPath[(index + 1)...]), fullPath: keyPath)
             }
-            guard let value = unwrapOptional(current), !(value is NSNull) else { return nil }
+            guard let value = unwrapOptional(current), !Scalar.isNull(value) else { return nil }
             if !isKeyedContainer(value), let elements = Scalar.collectionElements(value) {
                 var mapped: [Any?] = []
                 mapped.reserveCapacity(elements.count)
@@ -55,9 +55,9 @@ enum KeyPathResolver {
                     reason: "unknown key '\(badKey)': \(typeName) has no key '\(badKey)'")
             }
         }
-        if let d = object as? NSDictionary {
+        if Scalar.isObject(object), let d = object as? NSDictionary {
             guard let v = d.object(forKey: key) else { throw PredicateEvaluator.unknownKey(key, in: path, on: object) }
-            return v is NSNull ? nil : v
+            return Scalar.isNull(v) ? nil : v
         }
         if let d = object as? [String: Any] {
             guard let v = d[key] else { throw PredicateEvaluator.unknownKey(key, in: path, on: object) }
@@ -71,7 +71,10 @@ enum KeyPathResolver {
     }
 
     static func isKeyedContainer(_ value: Any) -> Bool {
-        value is KeyValueCoding || value is [String: Any] || value is NSDictionary || value is [AnyHashable: Any]
+        let t = type(of: value)
+        if t == [String: Any].self || t == [String: Any?].self { return true }
+        if Scalar.isObject(value) { return value is KeyValueCoding || value is NSDictionary }
+        return value is KeyValueCoding || value is [AnyHashable: Any]
     }
 
     static func typeName(of object: Any) -> String {

@@ -49,9 +49,26 @@ enum Scalar {
         self = Scalar.classifySlow(value)
     }
 
+    /// True when the value is a class instance. Casting a Swift value to a
+    /// Foundation class (`is NSNull`, `as? NSArray`) bridges it first, which
+    /// for a dictionary or array allocates a whole Foundation copy; class casts
+    /// are therefore only tried on values that are objects already.
+    @inline(__always)
+    static func isObject(_ value: Any) -> Bool {
+        type(of: value) is AnyClass
+    }
+
+    @inline(__always)
+    static func isNull(_ value: Any) -> Bool {
+        isObject(value) && value is NSNull
+    }
+
     private static func classifySlow(_ value: Any) -> Scalar {
+        if isObject(value) {
+            if value is NSNull { return .null }
+            if let v = value as? NSNumber { return Scalar(fetchValue(of: v)) }
+        }
         switch value {
-        case is NSNull: return .null
         case let v as Int64: return .int(v)
         case let v as Int32: return .int(Int64(v))
         case let v as Int16: return .int(Int64(v))
@@ -63,7 +80,6 @@ enum Scalar {
         case let v as UInt64: return Int64(exactly: v).map(Scalar.int) ?? .double(Double(v))
         case let v as Float: return .double(Double(v))
         case let v as Decimal: return .decimal(v)
-        case let v as NSNumber: return Scalar(fetchValue(of: v))
         case let v as UUID: return .uuid(v)
         case let v as Data: return .data(v)
         case let v as URL: return .url(v)
@@ -79,12 +95,21 @@ enum Scalar {
     /// The elements of a to-many value (any Array, Set, NSArray, NSSet or
     /// NSOrderedSet), or nil if the value is not one.
     static func collectionElements(_ value: Any) -> [Any?]? {
+        if isObject(value) {
+            if let a = value as? NSArray { return a.map { Optional($0) } }
+            if let s = value as? NSSet { return s.map { Optional($0) } }
+            if let s = value as? NSOrderedSet { return s.map { Optional($0) } }
+            return nil
+        }
+        let t = type(of: value)
+        // The common scalar types are rejected without trying any cast.
+        if t == String.self || t == Int.self || t == Double.self || t == Bool.self || t == Date.self
+            || t == [String: Any].self || t == Decimal.self || t == UUID.self || t == Data.self {
+            return nil
+        }
         if let a = value as? [Any?] { return a }
         if let a = value as? [Any] { return a.map { Optional($0) } }
         if let s = value as? Set<AnyHashable> { return s.map { Optional($0.base) } }
-        if let a = value as? NSArray { return a.map { Optional($0) } }
-        if let s = value as? NSSet { return s.map { Optional($0) } }
-        if let s = value as? NSOrderedSet { return s.map { Optional($0) } }
         return nil
     }
 
