@@ -5,8 +5,11 @@ import Foundation
 ///
 /// ```swift
 /// extension ManagedObjectContext: FetchRequestExecuting {
-///     func execute(_ request: Any) throws -> [Any] { try fetch(request as! FetchRequest) }
-///     func count(for request: Any) throws -> Int { try count(for: request as! FetchRequest) }
+///     func execute(_ request: Any) throws -> [Any] {
+///         guard let request = request as? FetchRequest else { throw CoreDataError(.coreData, "not a fetch request") }
+///         return try fetch(request)
+///     }
+///     func count(for request: Any) throws -> Int { try execute(request).count }
 /// }
 /// ```
 public protocol FetchRequestExecuting {
