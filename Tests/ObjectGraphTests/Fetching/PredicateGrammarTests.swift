@@ -213,6 +213,8 @@ import Testing
         }
         try roundTrip("d < now()", canonical: "d < now()")
         try roundTrip("FUNCTION(values, 'sum:') > 3", canonical: "sum:(values) > 3")
+        try roundTrip("d < FUNCTION(SELF, 'now')", canonical: "d < now()")
+        try roundTrip("FUNCTION(a, 'add:to:', 2) == 3", canonical: "a + 2 == 3")
         try roundTrip("FUNCTION(name, \"uppercase:\") == 'A'", canonical: "uppercase:(name) == \"A\"")
         try roundTrip("average:({1, 2, 3}) == 2", canonical: "average:({1, 2, 3}) == 2")
         try roundTrip("add:to:(a, 2) == 3", canonical: "a + 2 == 3")

@@ -455,6 +455,8 @@ struct PredicateParser {
             args.append(try parseExpression())
         }
         try expectSymbol(")", "to close FUNCTION( opened at column \(start.position + 1)")
+        // `now` takes no arguments; its receiver is only there for the syntax.
+        if selector == "now" || selector == "now()" { return try makeFunction("now", Array(args.dropFirst()), at: selectorToken) }
         return try makeFunction(selector, args, at: selectorToken)
     }
 
