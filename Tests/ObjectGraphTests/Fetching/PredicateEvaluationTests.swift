@@ -349,6 +349,22 @@ extension Employee: Hashable {
         #expect(try eval("nick == $N", ann, variables: ["N": nil]))
     }
 
+    /// A parsed predicate (with its compiled regex and LIKE pattern) is
+    /// immutable and can be evaluated from many threads at once.
+    @Test func concurrentEvaluationOfOnePredicate() throws {
+        let p = try FetchPredicate(format: "name MATCHES '[a-z]+[0-9]' AND name LIKE[c] 'U*' AND age >= 0")
+        let rows: [[String: Any]] = (0..<200).map { ["name": "user\($0 % 10)", "age": $0] }
+        let counts = UnsafeMutableBufferPointer<Int>.allocate(capacity: 8)
+        defer { counts.deallocate() }
+        counts.initialize(repeating: -1)
+        DispatchQueue.concurrentPerform(iterations: 8) { worker in
+            var matched = 0
+            for row in rows where (try? p.evaluate(with: row)) == true { matched += 1 }
+            counts[worker] = matched
+        }
+        #expect(Array(counts) == Array(repeating: 200, count: 8))
+    }
+
     @Test func jsonRowsEvaluate() throws {
         let json = #"[{"name": "Ann", "age": 41, "active": true, "nick": null, "score": 2.5}]"#
         let rows = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [Any])
