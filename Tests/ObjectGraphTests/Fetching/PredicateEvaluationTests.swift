@@ -349,6 +349,24 @@ extension Employee: Hashable {
         #expect(try eval("nick == $N", ann, variables: ["N": nil]))
     }
 
+    /// The row fast path reads heap-allocated strings out of the row without
+    /// a dynamic cast; the reference counts must stay balanced.
+    @Test func fastPathKeepsLongStringsAlive() throws {
+        let long = String(repeating: "héllo wörld ", count: 20)
+        var row: [String: Any] = ["s": long + "!", "n": 5]
+        let equal = try FetchPredicate(format: "s == %@", long + "!")
+        let less = try FetchPredicate(format: "s < %@", long)
+        var results = 0
+        for _ in 0..<5_000 {
+            if try equal.evaluate(with: row) { results += 1 }
+            if try !less.evaluate(with: row) { results += 1 }
+        }
+        #expect(results == 10_000)
+        #expect(row["s"] as? String == long + "!")
+        row["s"] = nil
+        #expect(row.count == 1)
+    }
+
     /// A parsed predicate (with its compiled regex and LIKE pattern) is
     /// immutable and can be evaluated from many threads at once.
     @Test func concurrentEvaluationOfOnePredicate() throws {
