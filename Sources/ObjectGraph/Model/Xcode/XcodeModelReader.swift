@@ -181,17 +181,6 @@ private struct Reader {
             default: continue
             }
         }
-        // Xcode 8 and later save an attribute's "Indexed" checkbox as a
-        // single-element binary ascending fetch index; Core Data treats both
-        // spellings alike (the XCServerCoreData 2.0.0 and 2.0.1 stores have
-        // the same index), so read the fetch index back as `isIndexed`.
-        for index in element.children(named: "fetchIndex") {
-            let elements = index.children(named: "fetchIndexElement")
-            guard elements.count == 1, let target = elements[0].attributes["property"],
-                  (elements[0].attributes["type"] ?? "Binary") == "Binary",
-                  (elements[0].attributes["order"] ?? "ascending") == "ascending" else { continue }
-            properties.first { $0.name == target && $0 is AttributeDescription }?.isIndexed = true
-        }
         entity.properties = properties
         return entity
     }
