@@ -117,10 +117,34 @@ public final class SQLiteStore: PersistentStore {
         install(newSchema)
     }
 
+    /// Which columns of a table row hold which properties of one entity,
+    /// worked out once per entity rather than per row.
+    private struct RowPlan {
+        var attributes: [(attribute: AttributeDescription, column: Int)] = []
+        var toOnes: [(relationship: RelationshipDescription, column: Int, entityColumn: Int?)] = []
+    }
+    private var rowPlans: [Int: RowPlan] = [:]
+
     private func install(_ newSchema: SQLiteSchema) {
         schema = newSchema
         entityByNumber = [:]
-        for mapping in newSchema.entitiesByName.values { entityByNumber[mapping.number] = mapping }
+        rowPlans = [:]
+        for mapping in newSchema.entitiesByName.values {
+            entityByNumber[mapping.number] = mapping
+            guard let table = newSchema.table(named: mapping.tableName) else { continue }
+            var index: [String: Int] = [:]
+            for (i, c) in table.columns.enumerated() { index[c.name] = i }
+            var plan = RowPlan()
+            for property in mapping.entity.properties where !property.isTransient {
+                guard let name = mapping.columnsByProperty[property.name], let i = index[name] else { continue }
+                if let attribute = property as? AttributeDescription {
+                    plan.attributes.append((attribute, i))
+                } else if let rel = property as? RelationshipDescription {
+                    plan.toOnes.append((rel, i, mapping.entityColumnsByRelationship[rel.name].flatMap { index[$0] }))
+                }
+            }
+            rowPlans[mapping.number] = plan
+        }
         insertSQL = [:]
         updateSQL = [:]
     }
@@ -265,35 +289,25 @@ public final class SQLiteStore: PersistentStore {
 
     /// A snapshot from a row selected with `selectColumns(table)`.
     private func snapshot(fromRow row: [SQLiteValue], table: SQLiteSchema.Table) throws -> StoreSnapshot? {
-        guard let pk = row[0].int64Value, let ent = row[1].int64Value, let mapping = entityByNumber[Int(ent)] else { return nil }
-        let version = row[2].int64Value ?? 0
-        var index: [String: Int] = [:]
-        for (i, c) in table.columns.enumerated() { index[c.name] = i }
+        guard let pk = row[0].int64Value, let ent = row[1].int64Value, let mapping = entityByNumber[Int(ent)],
+              let plan = rowPlans[Int(ent)] else { return nil }
         var values: [String: Any] = [:]
-        for property in mapping.entity.properties where !property.isTransient {
-            guard let columnName = mapping.columnsByProperty[property.name], let i = index[columnName] else { continue }
-            if let attribute = property as? AttributeDescription {
-                if let value = try SQLiteValueCodec.decode(row[i], for: attribute) { values[attribute.name] = value }
-            } else if let rel = property as? RelationshipDescription, let key = row[i].int64Value {
-                values[rel.name] = try objectID(primaryKey: key, relationship: rel, mapping: mapping, row: row, index: index)
-            }
+        values.reserveCapacity(plan.attributes.count + plan.toOnes.count)
+        for (attribute, i) in plan.attributes {
+            if let value = try SQLiteValueCodec.decode(row[i], for: attribute) { values[attribute.name] = value }
+        }
+        for (rel, i, entityColumn) in plan.toOnes {
+            guard let key = row[i].int64Value else { continue }
+            var destination = rel.destinationEntity
+            if let entityColumn, let n = row[entityColumn].int64Value, let m = entityByNumber[Int(n)] { destination = m.entity }
+            guard let destination else { continue }
+            let target = ManagedObjectID(entity: destination, storeIdentifier: identifier, primaryKey: key)
+            target.persistentStore = self
+            values[rel.name] = target
         }
         let id = ManagedObjectID(entity: mapping.entity, storeIdentifier: identifier, primaryKey: pk)
         id.persistentStore = self
-        return StoreSnapshot(objectID: id, version: version, values: values)
-    }
-
-    private func objectID(primaryKey: Int64, relationship rel: RelationshipDescription, mapping: SQLiteSchema.EntityMapping,
-                          row: [SQLiteValue], index: [String: Int]) throws -> ManagedObjectID? {
-        var destination = rel.destinationEntity
-        if let entityColumn = mapping.entityColumnsByRelationship[rel.name], let i = index[entityColumn],
-           let n = row[i].int64Value, let m = entityByNumber[Int(n)] {
-            destination = m.entity
-        }
-        guard let destination else { return nil }
-        let id = ManagedObjectID(entity: destination, storeIdentifier: identifier, primaryKey: primaryKey)
-        id.persistentStore = self
-        return id
+        return StoreSnapshot(objectID: id, version: row[2].int64Value ?? 0, values: values)
     }
 
     private func entityNumbersSQL(_ numbers: [Int]) -> String {
