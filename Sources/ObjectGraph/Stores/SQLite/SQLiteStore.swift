@@ -108,6 +108,7 @@ public final class SQLiteStore: PersistentStore {
             }
         } catch let error as CoreDataError {
             db.close()
+            if error.code == .persistentStoreTimeout { throw error }
             throw CoreDataError(.persistentStoreOpen, "creating the store at \(url.path) failed: \(error.message)",
                                 userInfo: [CoreDataError.underlyingErrorKey: error.userInfo[CoreDataError.underlyingErrorKey] ?? error,
                                            CoreDataError.filePathErrorKey: url.path])
