@@ -60,6 +60,8 @@ public final class SQLiteStore: PersistentStore {
         guard let url, url.isFileURL else {
             throw CoreDataError(.persistentStoreOpen, "a SQLite store needs a file URL, got \(url?.absoluteString ?? "nil")")
         }
+        connection?.close()
+        connection = nil
         let path = url.path
         let attributes = try? FileManager.default.attributesOfItem(atPath: path)
         let size = (attributes?[.size] as? NSNumber)?.intValue ?? 0
@@ -265,6 +267,20 @@ public final class SQLiteStore: PersistentStore {
     /// Reads a store file's metadata without opening it as a store (PC-23).
     public static func metadataForStore(at url: URL) throws -> [String: Any] {
         try SQLiteMetadata.metadataForStore(at: url)
+    }
+
+    /// SQLite's `PRAGMA data_version` for this store's connection: it changes
+    /// when another connection or process commits to the file, so callers
+    /// can tell whether what they cached from the store may be stale.
+    ///
+    /// ```swift
+    /// let seen = try store.dataVersion()
+    /// // … later
+    /// if try store.dataVersion() != seen { /* refetch */ }
+    /// ```
+    public func dataVersion() throws -> Int64 {
+        lock.lock(); defer { lock.unlock() }
+        return try openConnection().0.dataVersion()
     }
 
     // MARK: - Reading

@@ -176,3 +176,50 @@ import Testing
         for (key, value) in values { #expect(ModelValue.equal(back.values[key], value), "\(key)") }
     }
 }
+
+/// Two stores on one file see each other's commits, and one store used from
+/// several threads at once stays consistent (its calls are serialised).
+@Suite struct SQLiteStoreSharingTests {
+    @Test func dataVersionAndFetchesSeeAnotherStoresCommit() throws {
+        let url = try SQLiteFixtures.copy("XCServerCoreData_2.0.1.sqlite")
+        let model = try SQLiteFixtures.model(for: "XCServerCoreData_2.0.1.sqlite")
+        let a = try SQLiteFixtures.openStore(url, model: model)
+        let b = try SQLiteFixtures.openStore(url, model: model)
+        defer { a.close(); b.close() }
+        let before = try b.dataVersion()
+        let count = try b.fetchSnapshots(FetchRequest(entityName: "Platform")).snapshots.count
+        let id = try a.newObjectIDs(for: model.entitiesByName["Platform"]!, count: 1)[0]
+        var request = StoreSaveRequest()
+        request.inserted = [StoreSnapshot(objectID: id, version: 1, values: ["displayName": "Linux"])]
+        try a.save(request)
+        #expect(try b.dataVersion() != before)
+        #expect(try b.fetchSnapshots(FetchRequest(entityName: "Platform")).snapshots.count == count + 1)
+    }
+
+    @Test func concurrentCallsOnOneStoreAreSerialised() async throws {
+        let url = try TestPaths.temporaryDirectory().appendingPathComponent("Threads.sqlite")
+        let model = SQLiteStoreRelationshipTests.makeModel()
+        let store = try SQLiteFixtures.openStore(url, model: model)
+        defer { store.close() }
+        let tag = model.entitiesByName["Tag"]!
+        nonisolated(unsafe) let shared = store
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for worker in 0..<8 {
+                group.addTask {
+                    for i in 0..<10 {
+                        let id = try shared.newObjectIDs(for: tag, count: 1)[0]
+                        var request = StoreSaveRequest()
+                        request.inserted = [StoreSnapshot(objectID: id, version: 1, values: ["label": "\(worker)-\(i)"])]
+                        try shared.save(request)
+                        _ = try shared.fetchSnapshots(FetchRequest(entityName: "Tag"))
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let all = try store.fetchSnapshots(FetchRequest(entityName: "Tag")).snapshots
+        #expect(all.count == 80)
+        #expect(Set(all.compactMap(\.objectID.primaryKey)).count == 80)
+        #expect(try RawSQLite.query(url.path, "SELECT Z_MAX FROM Z_PRIMARYKEY WHERE Z_NAME = 'Tag'").first?.first == .integer(80))
+    }
+}
