@@ -28,6 +28,10 @@ public final class SQLiteStore: PersistentStore {
     public private(set) var schema: SQLiteSchema?
     private var connection: SQLiteConnection?
     private var entityByNumber: [Int: SQLiteSchema.EntityMapping] = [:]
+    /// The metadata as last read from or written to the file, to notice
+    /// changes made through `metadata` (PS-12: persisted at the next save).
+    private var storedMetadataPlist: Data?
+    private var storedUUID: String?
     /// Serialises calls: a connection and its cached statements are not thread-safe.
     private let lock = NSRecursiveLock()
 
@@ -90,6 +94,8 @@ public final class SQLiteStore: PersistentStore {
             connection = try Self.openWrappingErrors(path: url.path, mode: .readWrite, busyTimeout: timeout)
         }
         metadata = fileMetadata
+        storedMetadataPlist = try? SQLiteMetadata.encodePlist(fileMetadata)
+        storedUUID = fileMetadata[SQLiteMetadata.storeUUIDKey] as? String
         install(fileSchema)
     }
 
@@ -117,6 +123,8 @@ public final class SQLiteStore: PersistentStore {
         }
         connection = db
         metadata = newMetadata
+        storedMetadataPlist = try? SQLiteMetadata.encodePlist(newMetadata)
+        storedUUID = newMetadata[SQLiteMetadata.storeUUIDKey] as? String
         install(newSchema)
     }
 
@@ -542,9 +550,15 @@ public final class SQLiteStore: PersistentStore {
         lock.lock(); defer { lock.unlock() }
         try ensureWritable("save")
         let (db, schema) = try openConnection()
-        if request.isEmpty { return }
+        var metadataToWrite = metadata
+        metadataToWrite[SQLiteMetadata.storeTypeKey] = Self.storeType
+        let plist = try SQLiteMetadata.encodePlist(metadataToWrite)
+        let uuid = metadataToWrite[SQLiteMetadata.storeUUIDKey] as? String
+        let metadataChanged = plist != storedMetadataPlist || uuid != storedUUID
+        if request.isEmpty && !metadataChanged { return }
         try wrapSaveErrors {
             try db.transaction {
+                if metadataChanged { try SQLiteMetadata.write(metadataToWrite, to: db) }
                 var conflicts: [ManagedObjectID: StoreSnapshot?] = [:]
                 var maxKeys: [Int: Int64] = [:]
 
@@ -600,6 +614,36 @@ public final class SQLiteStore: PersistentStore {
                                [.integer(key), .integer(Int64(entity)), .integer(key)])
                 }
             }
+        }
+        if metadataChanged {
+            storedMetadataPlist = plist
+            storedUUID = uuid
+        }
+    }
+
+    /// Writes metadata into a store file that is not open (PS-15), leaving
+    /// its objects untouched. `NSStoreType` is always written as SQLite and
+    /// `NSStoreUUID` goes to `Z_UUID`, as Core Data keeps it.
+    ///
+    /// ```swift
+    /// var metadata = try SQLiteStore.metadataForStore(at: url)
+    /// metadata["SyncCursor"] = "42"
+    /// try SQLiteStore.setMetadata(metadata, forStoreAt: url)
+    /// ```
+    /// - Throws: 260 for a missing file, 134010 for a file that is not a
+    ///   Core Data SQLite store, 134030 when the write fails.
+    public static func setMetadata(_ metadata: [String: Any], forStoreAt url: URL) throws {
+        _ = try SQLiteMetadata.metadataForStore(at: url)
+        let db = try openWrappingErrors(path: url.path, mode: .readWrite, busyTimeout: defaultTimeout)
+        defer { db.close() }
+        var values = metadata
+        values[SQLiteMetadata.storeTypeKey] = storeType
+        do {
+            try db.transaction { try SQLiteMetadata.write(values, to: db) }
+        } catch let error as CoreDataError where error.code == .sqlite {
+            var info = error.userInfo
+            info.removeValue(forKey: NSLocalizedDescriptionKey)
+            throw CoreDataError(.persistentStoreSave, "writing metadata to \(url.path) failed: \(error.message)", userInfo: info)
         }
     }
 

@@ -81,3 +81,43 @@ import Testing
         #expect(back["NSStoreModelVersionHashesVersion"] as? Int == 3)
     }
 }
+
+/// PS-12 and PS-15: metadata set on an open store is written at the next
+/// save; metadata written to a closed file round-trips and leaves objects alone.
+@Suite struct SQLiteMetadataWritingTests {
+    @Test func metadataSetOnTheStoreIsPersistedAtTheNextSave() throws {
+        let url = try SQLiteFixtures.copy("XCServerCoreData_2.0.1.sqlite")
+        let model = try SQLiteFixtures.model(for: "XCServerCoreData_2.0.1.sqlite")
+        let store = try SQLiteFixtures.openStore(url, model: model)
+        let uuid = store.identifier
+        store.metadata["SyncCursor"] = "cursor-7"
+        #expect(try SQLiteStore.metadataForStore(at: url)["SyncCursor"] == nil)
+        try store.save(StoreSaveRequest())
+        store.close()
+        let reread = try SQLiteStore.metadataForStore(at: url)
+        #expect(reread["SyncCursor"] as? String == "cursor-7")
+        #expect(reread["NSStoreUUID"] as? String == uuid, "PS-09: the identifier survives")
+        #expect(reread["NSPersistenceFrameworkVersion"] as? Int == 851, "Apple's keys are kept")
+        let reopened = try SQLiteFixtures.openStore(url, model: model)
+        #expect(reopened.identifier == uuid)
+        #expect(reopened.metadata["SyncCursor"] as? String == "cursor-7")
+        reopened.close()
+    }
+
+    @Test func setMetadataOnAClosedFileRoundTripsAndKeepsObjects() throws {
+        let url = try SQLiteFixtures.copy("XCServerCoreData_2.0.1.sqlite")
+        let rowsBefore = try RawSQLite.query(url.path, "SELECT * FROM ZBOT ORDER BY Z_PK")
+        var metadata = try SQLiteStore.metadataForStore(at: url)
+        metadata["SyncCursor"] = "c1"
+        metadata["NSStoreType"] = "Binary"
+        try SQLiteStore.setMetadata(metadata, forStoreAt: url)
+        let back = try SQLiteStore.metadataForStore(at: url)
+        #expect(back["SyncCursor"] as? String == "c1")
+        #expect(back["NSStoreType"] as? String == "SQLite")
+        #expect(back["NSStoreUUID"] as? String == metadata["NSStoreUUID"] as? String)
+        #expect(try RawSQLite.query(url.path, "SELECT * FROM ZBOT ORDER BY Z_PK") == rowsBefore)
+        #expect(throws: CoreDataError.self) {
+            try SQLiteStore.setMetadata([:], forStoreAt: url.deletingLastPathComponent().appendingPathComponent("none.sqlite"))
+        }
+    }
+}
