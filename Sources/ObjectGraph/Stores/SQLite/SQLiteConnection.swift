@@ -146,6 +146,108 @@ public final class SQLiteConnection {
         try query("PRAGMA data_version").first?.first?.int64Value ?? 0
     }
 
+    // MARK: - Swift functions and collations
+
+    /// Boxes keep registered Swift closures alive as long as the connection.
+    private final class FunctionBox {
+        let body: ([SQLiteValue]) throws -> SQLiteValue
+        init(_ body: @escaping ([SQLiteValue]) throws -> SQLiteValue) { self.body = body }
+    }
+    private final class CollationBox {
+        let compare: (String, String) -> ComparisonResult
+        init(_ compare: @escaping (String, String) -> ComparisonResult) { self.compare = compare }
+    }
+    private var functionBoxes: [FunctionBox] = []
+    private var collationBoxes: [CollationBox] = []
+
+    /// Makes a Swift function callable from SQL on this connection, so SQL can
+    /// use exactly the semantics Swift code uses (string folding, matching).
+    /// `argumentCount` -1 accepts any number. A thrown error becomes a SQL error.
+    ///
+    /// ```swift
+    /// try db.createFunction("og_reverse", argumentCount: 1) { args in
+    ///     .text(String((args[0].stringValue ?? "").reversed()))
+    /// }
+    /// try db.query("SELECT og_reverse('abc')")   // [[.text("cba")]]
+    /// ```
+    public func createFunction(_ name: String, argumentCount: Int32, deterministic: Bool = true,
+                               _ body: @escaping ([SQLiteValue]) throws -> SQLiteValue) throws {
+        guard let handle else { throw CoreDataError(.sqlite, "connection to \(path) is closed") }
+        let box = FunctionBox(body)
+        functionBoxes.append(box)
+        let flags = SQLITE_UTF8 | (deterministic ? SQLITE_DETERMINISTIC : 0)
+        let rc = sqlite3_create_function_v2(handle, name, argumentCount, flags, Unmanaged.passUnretained(box).toOpaque(), { context, count, arguments in
+            guard let context, let user = sqlite3_user_data(context) else { return }
+            let box = Unmanaged<FunctionBox>.fromOpaque(user).takeUnretainedValue()
+            var values: [SQLiteValue] = []
+            values.reserveCapacity(Int(count))
+            for i in 0..<Int(count) {
+                guard let value = arguments?[i] else { values.append(.null); continue }
+                values.append(SQLiteConnection.value(of: value))
+            }
+            do {
+                switch try box.body(values) {
+                case .null: sqlite3_result_null(context)
+                case .integer(let v): sqlite3_result_int64(context, v)
+                case .real(let v): sqlite3_result_double(context, v)
+                case .text(let s): sqlite3_result_text(context, s, -1, SQLiteConnection.transient)
+                case .blob(let d):
+                    d.withUnsafeBytes { buffer in
+                        if let base = buffer.baseAddress, buffer.count > 0 {
+                            sqlite3_result_blob(context, base, Int32(buffer.count), SQLiteConnection.transient)
+                        } else {
+                            sqlite3_result_zeroblob(context, 0)
+                        }
+                    }
+                }
+            } catch {
+                sqlite3_result_error(context, "\(error)", -1)
+            }
+        }, nil, nil, nil)
+        if rc != SQLITE_OK { throw self.error(rc, context: "registering function \(name)") }
+    }
+
+    /// Registers a collation that orders text with a Swift comparison.
+    ///
+    /// ```swift
+    /// try db.createCollation("SWIFT") { a, b in a == b ? .orderedSame : (a < b ? .orderedAscending : .orderedDescending) }
+    /// try db.query("SELECT 1 WHERE 'e\u{301}' = 'é' COLLATE SWIFT")   // one row
+    /// ```
+    public func createCollation(_ name: String, _ compare: @escaping (String, String) -> ComparisonResult) throws {
+        guard let handle else { throw CoreDataError(.sqlite, "connection to \(path) is closed") }
+        let box = CollationBox(compare)
+        collationBoxes.append(box)
+        let rc = sqlite3_create_collation_v2(handle, name, SQLITE_UTF8, Unmanaged.passUnretained(box).toOpaque(), { user, lengthA, a, lengthB, b in
+            guard let user else { return 0 }
+            let box = Unmanaged<CollationBox>.fromOpaque(user).takeUnretainedValue()
+            let left = a.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: Int(lengthA)), as: UTF8.self) } ?? ""
+            let right = b.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: Int(lengthB)), as: UTF8.self) } ?? ""
+            switch box.compare(left, right) {
+            case .orderedAscending: return -1
+            case .orderedSame: return 0
+            case .orderedDescending: return 1
+            }
+        }, nil)
+        if rc != SQLITE_OK { throw self.error(rc, context: "registering collation \(name)") }
+    }
+
+    fileprivate static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+    fileprivate static func value(of value: OpaquePointer) -> SQLiteValue {
+        switch sqlite3_value_type(value) {
+        case SQLITE_INTEGER: return .integer(sqlite3_value_int64(value))
+        case SQLITE_FLOAT: return .real(sqlite3_value_double(value))
+        case SQLITE_TEXT:
+            guard let text = sqlite3_value_text(value) else { return .text("") }
+            return .text(String(decoding: UnsafeBufferPointer(start: text, count: Int(sqlite3_value_bytes(value))), as: UTF8.self))
+        case SQLITE_BLOB:
+            let count = Int(sqlite3_value_bytes(value))
+            guard count > 0, let bytes = sqlite3_value_blob(value) else { return .blob(Data()) }
+            return .blob(Data(bytes: bytes, count: count))
+        default: return .null
+        }
+    }
+
     // MARK: - Errors
 
     /// A Core Data error for SQLite result code `rc`, with the raw code under

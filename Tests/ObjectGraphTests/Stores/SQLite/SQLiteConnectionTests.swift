@@ -103,3 +103,28 @@ import Testing
         }
     }
 }
+
+/// Swift functions and collations callable from SQL (used to give SQL the
+/// predicate language's string semantics).
+@Suite struct SQLiteConnectionFunctionTests {
+    @Test func swiftFunctionIsCallableFromSQL() throws {
+        let db = try SQLiteConnection(path: try TestPaths.temporaryDirectory().appendingPathComponent("f.sqlite").path, mode: .readWriteCreate)
+        try db.createFunction("og_reverse", argumentCount: 1) { args in
+            guard let s = args[0].stringValue else { return .null }
+            return .text(String(s.reversed()))
+        }
+        #expect(try db.query("SELECT og_reverse('abc'), og_reverse(NULL)") == [[.text("cba"), .null]])
+        struct Refused: Error {}
+        try db.createFunction("og_fail", argumentCount: 0) { _ in throw Refused() }
+        #expect(throws: CoreDataError.self) { try db.query("SELECT og_fail()") }
+    }
+
+    @Test func swiftCollationUsesCanonicalEquivalence() throws {
+        let db = try SQLiteConnection(path: try TestPaths.temporaryDirectory().appendingPathComponent("c.sqlite").path, mode: .readWriteCreate)
+        try db.createCollation("OGSTRING") { a, b in a == b ? .orderedSame : (a < b ? .orderedAscending : .orderedDescending) }
+        let decomposed = "e\u{301}"
+        let composed = "\u{e9}"
+        #expect(try db.query("SELECT ? = ?", [.text(decomposed), .text(composed)]) == [[.integer(0)]])
+        #expect(try db.query("SELECT ? = ? COLLATE OGSTRING", [.text(decomposed), .text(composed)]) == [[.integer(1)]])
+    }
+}
