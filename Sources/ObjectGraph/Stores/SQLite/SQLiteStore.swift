@@ -472,6 +472,10 @@ public final class SQLiteStore: PersistentStore {
             try db.transaction {
                 let current = try db.query("SELECT Z_MAX FROM Z_PRIMARYKEY WHERE Z_ENT = ?", [.integer(keyEntity)]).first?.first?.int64Value ?? 0
                 try db.run("UPDATE Z_PRIMARYKEY SET Z_MAX = ? WHERE Z_ENT = ?", [.integer(current + Int64(count)), .integer(keyEntity)])
+                guard db.changes == 1 else {
+                    // Without the row the keys would be handed out again next time.
+                    throw CoreDataError(.persistentStoreSave, "Z_PRIMARYKEY has no row for entity number \(keyEntity) (\(entity.name)); cannot allocate primary keys")
+                }
                 return current + 1
             }
         }
