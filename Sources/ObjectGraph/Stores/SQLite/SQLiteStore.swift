@@ -96,7 +96,7 @@ public final class SQLiteStore: PersistentStore {
         metadata = fileMetadata
         storedMetadataPlist = try? SQLiteMetadata.encodePlist(fileMetadata)
         storedUUID = fileMetadata[SQLiteMetadata.storeUUIDKey] as? String
-        install(fileSchema)
+        try install(fileSchema)
     }
 
     private func createNew(url: URL) throws {
@@ -125,7 +125,7 @@ public final class SQLiteStore: PersistentStore {
         metadata = newMetadata
         storedMetadataPlist = try? SQLiteMetadata.encodePlist(newMetadata)
         storedUUID = newMetadata[SQLiteMetadata.storeUUIDKey] as? String
-        install(newSchema)
+        try install(newSchema)
     }
 
     /// Which columns of a table row hold which properties of one entity,
@@ -136,7 +136,8 @@ public final class SQLiteStore: PersistentStore {
     }
     private var rowPlans: [Int: RowPlan] = [:]
 
-    private func install(_ newSchema: SQLiteSchema) {
+    private func install(_ newSchema: SQLiteSchema) throws {
+        if let connection { try SQLitePredicateCompiler.register(on: connection) }
         schema = newSchema
         entityByNumber = [:]
         rowPlans = [:]
@@ -339,10 +340,12 @@ public final class SQLiteStore: PersistentStore {
         numbers.count == 1 ? "Z_ENT = \(numbers[0])" : "Z_ENT IN (\(numbers.map(String.init).joined(separator: ", ")))"
     }
 
-    /// All rows of the entity (and sub-entities when asked), ordered by
-    /// primary key. The predicate is not compiled to SQL yet: with one, the
-    /// result is every row (`isExact` false) and the coordinator filters,
-    /// offsets and limits; without one, offset and limit are applied here.
+    /// The rows of the entity (and sub-entities when asked) that match the
+    /// request's predicate, ordered by primary key. A predicate the compiler
+    /// translates exactly (see `SQLitePredicateCompiler`) runs in SQL with
+    /// offset and limit, and the result is exact; any other predicate (or one
+    /// that does not parse) gives every row, `isExact` false, and the
+    /// coordinator filters, offsets and limits in memory.
     public override func fetchSnapshots(_ request: FetchRequest) throws -> StoreFetchResult {
         lock.lock(); defer { lock.unlock() }
         let (db, schema) = try openConnection()
@@ -352,16 +355,35 @@ public final class SQLiteStore: PersistentStore {
                                 userInfo: [CoreDataError.entityNameErrorKey: request.entityName ?? ""])
         }
         let numbers = request.includesSubentities ? mapping.numbersIncludingSubentities : [mapping.number]
-        var sql = "SELECT \(selectColumns(table)) FROM \(table.name) WHERE \(entityNumbersSQL(numbers)) ORDER BY Z_PK"
+        let columns = table.columns.map { "t0.\($0.name)" }.joined(separator: ", ")
+        let entityFilter = "t0." + entityNumbersSQL(numbers)
+
+        var joins: [String] = []
+        var condition = ""
         var bindings: [SQLiteValue] = []
-        let hasPredicate = !(request.predicateFormat ?? "").trimmingCharacters(in: .whitespaces).isEmpty
-        if !hasPredicate && (request.fetchLimit > 0 || request.fetchOffset > 0) {
-            sql += " LIMIT ? OFFSET ?"
-            bindings = [.integer(request.fetchLimit > 0 ? Int64(request.fetchLimit) : -1), .integer(Int64(max(0, request.fetchOffset)))]
+        var isExact = true
+        let format = (request.predicateFormat ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+        if !format.isEmpty {
+            var compiler = SQLitePredicateCompiler(schema: schema)
+            if let predicate = try? FetchPredicate(format: format), let compiled = compiler.compile(predicate, for: mapping) {
+                joins = compiled.joins
+                condition = " AND (\(compiled.sql))"
+                bindings = compiled.bindings
+            } else {
+                isExact = false
+            }
         }
-        let rows = try db.query(sql, bindings)
+        var sql = "SELECT \(columns) FROM \(table.name) t0\(joins.map { " " + $0 }.joined()) WHERE \(entityFilter)\(condition) ORDER BY t0.Z_PK"
+        if isExact && (request.fetchLimit > 0 || request.fetchOffset > 0) {
+            sql += " LIMIT ?\(bindings.count + 1) OFFSET ?\(bindings.count + 2)"
+            bindings += [.integer(request.fetchLimit > 0 ? Int64(request.fetchLimit) : -1), .integer(Int64(max(0, request.fetchOffset)))]
+        }
+        // Compiled SQL differs per predicate: prepare it uncached rather than
+        // let the statement cache grow with every distinct query.
+        let statement = condition.isEmpty ? try db.prepare(sql) : try db.prepareUncached(sql)
+        let rows = try statement.query(bindings)
         let snapshots = try rows.compactMap { try snapshot(fromRow: $0, table: table) }
-        return StoreFetchResult(snapshots: snapshots, isExact: !hasPredicate)
+        return StoreFetchResult(snapshots: snapshots, isExact: isExact)
     }
 
     public override func snapshots(for ids: [ManagedObjectID]) throws -> [ManagedObjectID: StoreSnapshot] {

@@ -145,7 +145,7 @@ import Testing
         let page = try store.fetchSnapshots(request)
         #expect(page.isExact)
         #expect(page.snapshots.map(\.objectID) == Array(all[10..<15]).map(\.objectID))
-        request.predicateFormat = "message != nil"
+        request.predicateFormat = "message == repository.url"  // key path vs key path: not compiled
         let superset = try store.fetchSnapshots(request)
         #expect(!superset.isExact)
         #expect(superset.snapshots.count == all.count)
