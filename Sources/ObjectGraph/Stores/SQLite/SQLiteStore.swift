@@ -102,6 +102,7 @@ public final class SQLiteStore: PersistentStore {
     private func createNew(url: URL) throws {
         try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
         let newSchema = try SQLiteSchema(model: model, configurationName: configurationName)
+        let existedBefore = FileManager.default.fileExists(atPath: url.path)
         let db = try Self.openWrappingErrors(path: url.path, mode: .readWriteCreate, busyTimeout: timeout)
         let newMetadata = SQLiteMetadata.newMetadata(model: model, configurationName: configurationName, storeUUID: identifier)
         do {
@@ -116,6 +117,11 @@ public final class SQLiteStore: PersistentStore {
             }
         } catch let error as CoreDataError {
             db.close()
+            // A half-created file would later be refused as "not a Core Data
+            // store"; remove what this call created.
+            if !existedBefore {
+                for suffix in ["", "-wal", "-shm", "-journal"] { try? FileManager.default.removeItem(atPath: url.path + suffix) }
+            }
             if error.code == .persistentStoreTimeout { throw error }
             throw CoreDataError(.persistentStoreOpen, "creating the store at \(url.path) failed: \(error.message)",
                                 userInfo: [CoreDataError.underlyingErrorKey: error.userInfo[CoreDataError.underlyingErrorKey] ?? error,

@@ -115,3 +115,44 @@ import Testing
         }
     }
 }
+
+/// Creating a store: a model no table can hold creates no file; a locked
+/// empty file gives the timeout error and is left as it was.
+@Suite struct SQLiteStoreCreationFailureTests {
+    @Test func unstorableModelCreatesNoFile() throws {
+        let url = try TestPaths.temporaryDirectory().appendingPathComponent("Bad.sqlite")
+        let model = ManagedObjectModel()
+        let note = EntityDescription(name: "Note")
+        note.properties = [AttributeDescription(name: "mystery", type: .undefined)]
+        model.entities = [note]
+        let store = SQLiteStore(model: model, configurationName: nil, url: url, options: [:])
+        do {
+            try store.load()
+            Issue.record("stored an undefined attribute")
+        } catch {
+            #expect(error.coreDataCode == 134020)
+        }
+        #expect(!FileManager.default.fileExists(atPath: url.path))
+    }
+
+    @Test func lockedEmptyFileIsATimeout() throws {
+        let url = try TestPaths.temporaryDirectory().appendingPathComponent("Locked.sqlite")
+        FileManager.default.createFile(atPath: url.path, contents: Data())
+        let holder = try SQLiteConnection(path: url.path, mode: .readWrite, journalMode: nil)
+        try holder.execute("BEGIN EXCLUSIVE")
+        defer { try? holder.execute("ROLLBACK") }
+        let model = ManagedObjectModel()
+        let note = EntityDescription(name: "Note")
+        note.properties = [AttributeDescription(name: "title", type: .string)]
+        model.entities = [note]
+        let store = SQLiteStore(model: model, configurationName: nil, url: url, options: [PersistentStore.timeoutOption: 0.2])
+        do {
+            try store.load()
+            Issue.record("created a store while another connection held the lock")
+        } catch let error as CoreDataError {
+            #expect(error.code == .persistentStoreTimeout)
+            #expect(error.sqliteResultCode == 5)
+        }
+        #expect(FileManager.default.fileExists(atPath: url.path))
+    }
+}
