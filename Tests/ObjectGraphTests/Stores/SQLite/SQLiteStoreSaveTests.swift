@@ -223,3 +223,61 @@ import Testing
         #expect(try RawSQLite.query(url.path, "SELECT Z_MAX FROM Z_PRIMARYKEY WHERE Z_NAME = 'Tag'").first?.first == .integer(80))
     }
 }
+
+/// Z_OPT and Z_MAX bookkeeping rules of `save(_:)`.
+@Suite struct SQLiteStoreBookkeepingTests {
+    private func noteStore() throws -> (SQLiteStore, EntityDescription, URL) {
+        let model = ManagedObjectModel()
+        let note = EntityDescription(name: "Note")
+        note.properties = [AttributeDescription(name: "title", type: .string)]
+        model.entities = [note]
+        let url = try TestPaths.temporaryDirectory().appendingPathComponent("Notes.sqlite")
+        return (try SQLiteFixtures.openStore(url, model: model), note, url)
+    }
+
+    @Test func zOptAlwaysMovesOnUpdate() throws {
+        let (store, note, url) = try noteStore()
+        defer { store.close() }
+        let id = try store.newObjectIDs(for: note, count: 1)[0]
+        var insert = StoreSaveRequest()
+        insert.inserted = [StoreSnapshot(objectID: id, version: 1, values: ["title": "a"])]
+        try store.save(insert)
+        // A snapshot that does not advance its version still moves Z_OPT.
+        var update = StoreSaveRequest()
+        update.updated = [(StoreSnapshot(objectID: id, version: 1, values: ["title": "b"]), 1)]
+        try store.save(update)
+        #expect(try RawSQLite.query(url.path, "SELECT Z_OPT, ZTITLE FROM ZNOTE") == [[.integer(2), .text("b")]])
+        // A snapshot that names its new version gets it.
+        update.updated = [(StoreSnapshot(objectID: id, version: 7, values: ["title": "c"]), 2)]
+        try store.save(update)
+        #expect(try RawSQLite.query(url.path, "SELECT Z_OPT FROM ZNOTE") == [[.integer(7)]])
+    }
+
+    @Test func callerChosenKeysRaiseZMax() throws {
+        let (store, note, url) = try noteStore()
+        defer { store.close() }
+        let chosen = ManagedObjectID(entity: note, storeIdentifier: store.identifier, primaryKey: 41)
+        var insert = StoreSaveRequest()
+        insert.inserted = [StoreSnapshot(objectID: chosen, version: 1, values: [:])]
+        try store.save(insert)
+        #expect(try RawSQLite.query(url.path, "SELECT Z_MAX FROM Z_PRIMARYKEY WHERE Z_NAME = 'Note'") == [[.integer(41)]])
+        #expect(try store.newObjectIDs(for: note, count: 1)[0].primaryKey == 42)
+        // Inserting an existing key is a save error wrapping SQLITE_CONSTRAINT (19), and nothing changes.
+        do {
+            try store.save(insert)
+            Issue.record("inserted a duplicate primary key")
+        } catch let error as CoreDataError {
+            #expect(error.code == .persistentStoreSave)
+            #expect(error.sqliteResultCode == 19)
+        }
+        #expect(try RawSQLite.query(url.path, "SELECT count(*) FROM ZNOTE") == [[.integer(1)]])
+    }
+
+    @Test func temporaryIDsAreRefused() throws {
+        let (store, note, _) = try noteStore()
+        defer { store.close() }
+        var insert = StoreSaveRequest()
+        insert.inserted = [StoreSnapshot(objectID: ManagedObjectID(temporaryFor: note), version: 1, values: [:])]
+        do { try store.save(insert); Issue.record("saved a temporary ID") } catch { #expect(error.coreDataCode == 134030) }
+    }
+}
