@@ -385,7 +385,9 @@ public struct SQLiteSchema {
             }
         }
         for table in tables { check(table.name, table.columns.map { ($0.name, $0.sqlType) }) }
-        for join in joinTables { check(join.name, [(join.firstColumn, "INTEGER"), (join.secondColumn, "INTEGER")]) }
+        for join in joinTables {
+            check(join.name, [(join.firstColumn, "INTEGER"), (join.secondColumn, "INTEGER")] + (join.orderColumn.map { [($0, "INTEGER")] } ?? []))
+        }
         for bookkeeping in ["Z_PRIMARYKEY", "Z_METADATA"] where fileTables[bookkeeping] == nil {
             out.append("missing table \(bookkeeping)")
         }
