@@ -147,6 +147,14 @@ public final class SQLiteStatement {
         return rows
     }
 
+    /// Binds, then calls `body` for each row while the statement is on it
+    /// (read columns with `column(_:)` inside `body` only).
+    public func forEachRow(_ values: [SQLiteValue] = [], _ body: (SQLiteStatement) throws -> Void) throws {
+        try bind(values)
+        defer { sqlite3_reset(handle) }
+        while try step() { try body(self) }
+    }
+
     /// Binds and runs a statement that returns no rows of interest.
     public func run(_ values: [SQLiteValue] = []) throws {
         try bind(values)

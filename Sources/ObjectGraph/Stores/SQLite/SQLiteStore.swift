@@ -321,17 +321,23 @@ public final class SQLiteStore: PersistentStore {
 
     /// A snapshot from a row selected with `selectColumns(table)`.
     private func snapshot(fromRow row: [SQLiteValue], table: SQLiteSchema.Table) throws -> StoreSnapshot? {
-        guard let pk = row[0].int64Value, let ent = row[1].int64Value, let mapping = entityByNumber[Int(ent)],
+        try snapshot { row[$0] }
+    }
+
+    /// A snapshot from the current row of a statement selecting a table's
+    /// columns in order, reading only the columns the row's entity uses.
+    private func snapshot(_ column: (Int) -> SQLiteValue) throws -> StoreSnapshot? {
+        guard let pk = column(0).int64Value, let ent = column(1).int64Value, let mapping = entityByNumber[Int(ent)],
               let plan = rowPlans[Int(ent)] else { return nil }
         var values: [String: Any] = [:]
         values.reserveCapacity(plan.attributes.count + plan.toOnes.count)
         for (attribute, i) in plan.attributes {
-            if let value = try SQLiteValueCodec.decode(row[i], for: attribute) { values[attribute.name] = value }
+            if let value = try SQLiteValueCodec.decode(column(i), for: attribute) { values[attribute.name] = value }
         }
         for (rel, i, entityColumn) in plan.toOnes {
-            guard let key = row[i].int64Value else { continue }
+            guard let key = column(i).int64Value else { continue }
             var destination = rel.destinationEntity
-            if let entityColumn, let n = row[entityColumn].int64Value, let m = entityByNumber[Int(n)] { destination = m.entity }
+            if let entityColumn, let n = column(entityColumn).int64Value, let m = entityByNumber[Int(n)] { destination = m.entity }
             guard let destination else { continue }
             let target = ManagedObjectID(entity: destination, storeIdentifier: identifier, primaryKey: key)
             target.persistentStore = self
@@ -339,7 +345,7 @@ public final class SQLiteStore: PersistentStore {
         }
         let id = ManagedObjectID(entity: mapping.entity, storeIdentifier: identifier, primaryKey: pk)
         id.persistentStore = self
-        return StoreSnapshot(objectID: id, version: row[2].int64Value ?? 0, values: values)
+        return StoreSnapshot(objectID: id, version: column(2).int64Value ?? 0, values: values)
     }
 
     private func entityNumbersSQL(_ numbers: [Int]) -> String {
@@ -387,8 +393,12 @@ public final class SQLiteStore: PersistentStore {
         // Compiled SQL differs per predicate: prepare it uncached rather than
         // let the statement cache grow with every distinct query.
         let statement = condition.isEmpty ? try db.prepare(sql) : try db.prepareUncached(sql)
-        let rows = try statement.query(bindings)
-        let snapshots = try rows.compactMap { try snapshot(fromRow: $0, table: table) }
+        // Rows are turned into snapshots as SQLite steps, without an
+        // intermediate array of rows.
+        var snapshots: [StoreSnapshot] = []
+        try statement.forEachRow(bindings) { row in
+            if let snapshot = try snapshot({ row.column($0) }) { snapshots.append(snapshot) }
+        }
         return StoreFetchResult(snapshots: snapshots, isExact: isExact)
     }
 
