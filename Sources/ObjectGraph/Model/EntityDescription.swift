@@ -34,6 +34,12 @@ public final class EntityDescription: CustomStringConvertible, Sequence {
     /// Groups of property names whose values must be unique together.
     public var uniquenessConstraints: [[String]] = [] { willSet { ensureEditable("uniquenessConstraints") } }
 
+    /// Fetch indexes (`<fetchIndex>` in Xcode's files); not part of the version hash.
+    public var indexes: [FetchIndexDescription] = [] {
+        willSet { ensureEditable("indexes") }
+        didSet { indexes.forEach { $0.entity = self } }
+    }
+
     /// The model this entity belongs to (ED-05); weak, the model owns entities.
     public internal(set) weak var managedObjectModel: ManagedObjectModel?
     /// The parent entity (ED-13); set through the parent's `subentities`.
@@ -201,6 +207,7 @@ public final class EntityDescription: CustomStringConvertible, Sequence {
         c.uniquenessConstraints = uniquenessConstraints
         c.sourceLine = sourceLine
         c.properties = ownProperties.map { $0.copy() }
+        c.indexes = indexes.map { $0.copy() }
         return c
     }
 
@@ -218,6 +225,7 @@ public final class EntityDescription: CustomStringConvertible, Sequence {
         check("versionHashModifier", versionHashModifier, other.versionHashModifier)
         check("renamingIdentifier", storedRenamingIdentifier, other.storedRenamingIdentifier)
         check("uniquenessConstraints", uniquenessConstraints, other.uniquenessConstraints)
+        check("indexes", indexes.map(\.description), other.indexes.map(\.description))
         check("properties", ownProperties.map(\.name).sorted(), other.ownProperties.map(\.name).sorted())
         let theirs = Dictionary(other.ownProperties.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
         for mine in ownProperties {

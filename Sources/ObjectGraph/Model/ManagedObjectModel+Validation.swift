@@ -49,6 +49,21 @@ extension ManagedObjectModel {
         for entity in entities {
             checkInheritance(of: entity, problem: problem)
             checkProperties(of: entity, problem: problem)
+            for index in entity.indexes {
+                let line = index.sourceLine ?? entity.sourceLine
+                if index.elements.isEmpty {
+                    problem("fetch index '\(index.name)' has no elements", entity, nil, line: line)
+                }
+                for element in index.elements {
+                    guard let property = entity.propertiesByName[element.propertyName] else {
+                        problem("fetch index '\(index.name)' names property '\(element.propertyName)', which the entity does not have", entity, nil, line: line)
+                        continue
+                    }
+                    if property.isTransient || property is FetchedPropertyDescription || (property as? RelationshipDescription)?.isToMany == true {
+                        problem("fetch index '\(index.name)' names '\(element.propertyName)', which is not stored in the entity's row", entity, property, line: line)
+                    }
+                }
+            }
         }
 
         for name in configurations {

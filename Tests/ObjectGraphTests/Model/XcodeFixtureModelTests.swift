@@ -136,3 +136,33 @@ struct RawModelScan {
         }
     }
 }
+
+/// Xcode's `<fetchIndex>` elements become `EntityDescription.indexes`.
+@Suite struct FetchIndexModelTests {
+    @Test func fixtureFetchIndexesLoad() throws {
+        let model = try XcodeModelBundle(url: TestPaths.xcServerBundle).model(named: "XCServerCoreData2.0.0.xcdatamodel")
+        let bot = try #require(model.entitiesByName["Bot"])
+        #expect(bot.indexes.map(\.name) == ["byIdentifierIndex"])
+        #expect(bot.indexes.first?.elements == [FetchIndexElementDescription(propertyName: "identifier")])
+        #expect(bot.indexes.first?.entity === bot)
+        #expect(model.entities.reduce(0) { $0 + $1.indexes.count } == 7)
+    }
+
+    @Test func indexesRoundTripAndAreValidated() throws {
+        let model = ReferenceModel.make()
+        let employee = try #require(model.entitiesByName["Employee"])
+        employee.indexes = [
+            FetchIndexDescription(name: "byName", elements: [FetchIndexElementDescription(propertyName: "lastName"),
+                                                             FetchIndexElementDescription(propertyName: "firstName", isAscending: false)]),
+        ]
+        let reread = try XcodeModelReader.read(data: Data(XcodeModelWriter.contents(of: model).utf8))
+        #expect(model.differences(from: reread) == [])
+        let before = model.entityVersionHashesByName
+        employee.indexes.append(FetchIndexDescription(name: "bad", elements: [FetchIndexElementDescription(propertyName: "nickname"),
+                                                                              FetchIndexElementDescription(propertyName: "directReports")]))
+        #expect(model.entityVersionHashesByName == before)  // not a version-hash input
+        let messages = model.problems().map(\.message)
+        #expect(messages.contains("fetch index 'bad' names property 'nickname', which the entity does not have"))
+        #expect(messages.contains("fetch index 'bad' names 'directReports', which is not stored in the entity's row"))
+    }
+}

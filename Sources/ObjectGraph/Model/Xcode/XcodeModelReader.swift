@@ -172,6 +172,20 @@ private struct Reader {
             .children(named: "uniquenessConstraint")
             .map { $0.children(named: "constraint").compactMap { $0.attributes["value"] } } ?? []
 
+        entity.indexes = element.children(named: "fetchIndex").map { index in
+            let description = FetchIndexDescription(name: index.attributes["name"] ?? "", elements: index.children(named: "fetchIndexElement").map { item in
+                let type = item.attributes["type"] ?? "Binary"
+                let collation = FetchIndexElementDescription.CollationType(xcodeName: type)
+                if collation == nil {
+                    problem("fetch index '\(index.attributes["name"] ?? "")' has unknown element type '\(type)' (known: 'Binary', 'RTree')", line: item.line, entity: name)
+                }
+                return FetchIndexElementDescription(propertyName: item.attributes["property"] ?? "", collationType: collation ?? .binary,
+                                                    isAscending: item.attributes["order"] != "descending")
+            })
+            description.sourceLine = index.line
+            return description
+        }
+
         var properties: [PropertyDescription] = []
         for child in element.children {
             switch child.name {

@@ -70,6 +70,13 @@ public enum XcodeModelWriter {
             default: break
             }
         }
+        for index in entity.indexes {
+            out += "        <fetchIndex\(attrs([("name", index.name)]))>\n"
+            for element in index.elements {
+                out += "            <fetchIndexElement\(attrs([("property", element.propertyName), ("type", element.collationType.xcodeName), ("order", element.isAscending ? "ascending" : "descending")]))/>\n"
+            }
+            out += "        </fetchIndex>\n"
+        }
         if !entity.uniquenessConstraints.isEmpty {
             out += "        <uniquenessConstraints>\n"
             for constraint in entity.uniquenessConstraints {

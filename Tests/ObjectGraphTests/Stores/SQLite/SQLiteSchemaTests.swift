@@ -24,12 +24,12 @@ import Testing
         // Same objects with byte-identical CREATE statements.
         let appleSet = Set(appleMaster.map { $0.joined(separator: "|") })
         let ourSet = Set(ourMaster.map { $0.joined(separator: "|") })
-        // Known gap: the 2.0.0 model marks its indexed attributes with Xcode's
-        // <fetchIndex> elements, which XcodeModelReader does not read yet, so
-        // those 7 attribute indexes are missing from ours (see docs/SQLITE-LAYOUT.md).
-        let knownMissing: Set<String> = fixture.contains("2.0.0") ? Set(appleSet.filter { $0.hasPrefix("index|Z_") && $0.contains("COLLATE BINARY ASC") }) : []
-        if fixture.contains("2.0.0") { #expect(knownMissing.count == 7) }
-        #expect(appleSet.subtracting(ourSet).subtracting(knownMissing).sorted() == [], "in Apple's file only")
+        // 2.0.0 declares its attribute indexes as Xcode <fetchIndex> elements;
+        // they must come out exactly as Apple's.
+        if fixture.contains("2.0.0") {
+            #expect(appleSet.filter { $0.hasPrefix("index|Z_") && $0.contains("COLLATE BINARY ASC") }.count == 7)
+        }
+        #expect(appleSet.subtracting(ourSet).sorted() == [], "in Apple's file only")
         #expect(ourSet.subtracting(appleSet).sorted() == [], "in ours only")
 
         // Column order and declared types, as PRAGMA table_info reports them.
