@@ -10,8 +10,42 @@ import Foundation
 /// request.fetchLimit = 10
 /// ```
 public final class FetchRequest {
+    /// What a fetch returns (FR-RT-*).
+    public enum ResultType: Sendable {
+        /// Managed objects, registered in the context (the default).
+        case managedObject
+        /// Object IDs only.
+        case managedObjectID
+        /// One `[String: Any]` per object: `propertiesToFetch` (all attributes
+        /// when nil), to-one relationships as object IDs.
+        case dictionary
+        /// A single `Int`: how many objects match.
+        case count
+    }
+
     /// The name of the entity to fetch.
     public var entityName: String?
+    /// The entity to fetch; takes precedence over `entityName`.
+    public var entity: EntityDescription? {
+        didSet { if let entity { entityName = entity.name } }
+    }
+    public var resultType: ResultType = .managedObject
+    /// Unsaved inserts, updates and deletes of the context count (MOC-FE-04…06).
+    public var includesPendingChanges = true
+    /// Fetched objects stay faults until a property is read (the default).
+    public var returnsObjectsAsFaults = true
+    /// For dictionary results: the property names to include (nil: all attributes).
+    public var propertiesToFetch: [String]?
+    /// For dictionary results: leave out duplicate dictionaries.
+    public var returnsDistinctResults = false
+    /// False: object-ID results without values; kept for API parity.
+    public var includesPropertyValues = true
+    /// Relationships whose destinations are loaded with the results.
+    public var relationshipKeyPathsForPrefetching: [String] = []
+    /// Internal filter and order used until the predicate engine is merged:
+    /// evaluated on managed objects in memory.
+    var objectFilter: ((ManagedObject) throws -> Bool)?
+    var objectOrder: ((ManagedObject, ManagedObject) throws -> Bool)?
     /// The predicate in Core Data's format syntax; nil fetches every object.
     public var predicateFormat: String?
     /// 0 means no limit.
@@ -36,6 +70,17 @@ public final class FetchRequest {
         c.fetchBatchSize = fetchBatchSize
         c.includesSubentities = includesSubentities
         c.sourceLine = sourceLine
+        c.entity = entity
+        c.entityName = entityName
+        c.resultType = resultType
+        c.includesPendingChanges = includesPendingChanges
+        c.returnsObjectsAsFaults = returnsObjectsAsFaults
+        c.propertiesToFetch = propertiesToFetch
+        c.returnsDistinctResults = returnsDistinctResults
+        c.includesPropertyValues = includesPropertyValues
+        c.relationshipKeyPathsForPrefetching = relationshipKeyPathsForPrefetching
+        c.objectFilter = objectFilter
+        c.objectOrder = objectOrder
         return c
     }
 

@@ -57,6 +57,23 @@ open class PersistentStore {
     /// The entities this store holds: its configuration's, or the whole model's.
     public var entities: [EntityDescription] { model.entities(forConfiguration: configurationName) ?? [] }
 
+    // MARK: - Metadata of a store file that is not open (AS-03, PC metadata)
+
+    /// Reads the metadata of the store file at `url` without adding it to a
+    /// coordinator. File-backed store classes override it.
+    open class func metadataForPersistentStore(at url: URL) throws -> [String: Any] {
+        throw CoreDataError(.persistentStoreOperation, "\(String(describing: self)) cannot read metadata from a file")
+    }
+
+    /// Writes the metadata of the store file at `url` without opening it.
+    open class func setMetadata(_ metadata: [String: Any], forPersistentStoreAt url: URL) throws {
+        throw CoreDataError(.persistentStoreOperation, "\(String(describing: self)) cannot write metadata to a file")
+    }
+
+    /// Called when the coordinator removes the store (AS-10: a store that
+    /// created a reservation file and never saved deletes it here).
+    open func willRemoveFromPersistentStoreCoordinator() {}
+
     // MARK: - Row-level contract (overridden by concrete stores)
 
     /// Opens the store: reads or creates the file, loads metadata.

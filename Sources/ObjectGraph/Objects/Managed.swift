@@ -1,0 +1,94 @@
+import Foundation
+
+/// Declares a typed property of a `ManagedObject` subclass backed by the
+/// object's modeled storage (ACC-01, ACC-12): reads and writes go through
+/// `value(forKey:)`/`setValue(_:forKey:)`, so they fire faults, notify
+/// observers, track changes and keep inverses in step like any KVC access.
+///
+/// The key is the property's name (found once per class by reflection) unless
+/// given explicitly. To-many relationships are `Set<Destination>` (or an
+/// array when ordered); the setter replaces the membership.
+///
+/// ```swift
+/// final class Employee: ManagedObject {
+///     @Managed var firstName: String?
+///     @Managed var salary: Decimal
+///     @Managed("department") var dept: Department?
+///     @Managed var directReports: Set<Employee>
+/// }
+/// ```
+///
+/// A value the model cannot hold (wrong type, unknown key, read of a deleted
+/// record) is a programming error here and traps with the thrown error's
+/// message; use the throwing KVC methods to handle it instead.
+@propertyWrapper
+public struct Managed<Value> {
+    let explicitKey: String?
+    let marker = ManagedPropertyMarker()
+
+    public init(_ key: String? = nil) { self.explicitKey = key }
+
+    @available(*, unavailable, message: "@Managed is only available on ManagedObject subclasses")
+    public var wrappedValue: Value {
+        get { fatalError("unreachable") }
+        set { fatalError("unreachable") }
+    }
+
+    public static subscript<Object: ManagedObject>(
+        _enclosingInstance object: Object,
+        wrapped wrappedKeyPath: ReferenceWritableKeyPath<Object, Value>,
+        storage storageKeyPath: ReferenceWritableKeyPath<Object, Managed<Value>>
+    ) -> Value {
+        get {
+            let key = object[keyPath: storageKeyPath].key(in: object, storageKeyPath)
+            let raw: Any?
+            do { raw = try object.value(forKey: key) } catch { preconditionFailure("ObjectGraph: reading \(object.entity.name).\(key): \(error)") }
+            if let raw, let typed = raw as? Value { return typed }
+            if raw == nil, let nilType = Value.self as? ExpressibleByNilLiteral.Type { return nilType.init(nilLiteral: ()) as! Value }
+            if let raw, let typed = ManagedPropertyMarker.convertCollection(raw, to: Value.self) { return typed }
+            preconditionFailure("ObjectGraph: \(object.entity.name).\(key) holds \(raw.map { "a \(type(of: $0))" } ?? "nil"), which a property of type \(Value.self) cannot represent; make the property optional or give the attribute a default")
+        }
+        set {
+            let key = object[keyPath: storageKeyPath].key(in: object, storageKeyPath)
+            do { try object.setValue(newValue, forKey: key) } catch { preconditionFailure("ObjectGraph: setting \(object.entity.name).\(key): \(error)") }
+        }
+    }
+
+    func key(in object: ManagedObject, _ storageKeyPath: AnyKeyPath) -> String {
+        if let explicitKey { return explicitKey }
+        return ManagedPropertyMarker.resolveKey(for: marker, storageKeyPath: storageKeyPath, in: object)
+    }
+}
+
+/// Identifies one `@Managed` declaration so its name can be found by reflection.
+final class ManagedPropertyMarker {
+    private static let lock = NSLock()
+    nonisolated(unsafe) private static var keys: [AnyKeyPath: String] = [:]
+
+    static func resolveKey(for marker: ManagedPropertyMarker, storageKeyPath: AnyKeyPath, in object: ManagedObject) -> String {
+        lock.lock()
+        if let hit = keys[storageKeyPath] { lock.unlock(); return hit }
+        lock.unlock()
+        var mirror: Mirror? = Mirror(reflecting: object)
+        while let current = mirror {
+            for child in current.children {
+                guard let label = child.label, label.hasPrefix("_") else { continue }
+                let inner = Mirror(reflecting: child.value)
+                if inner.children.contains(where: { ($0.value as? ManagedPropertyMarker) === marker }) {
+                    let key = String(label.dropFirst())
+                    lock.lock(); keys[storageKeyPath] = key; lock.unlock()
+                    return key
+                }
+            }
+            mirror = current.superclassMirror
+        }
+        preconditionFailure("ObjectGraph: could not find the name of a @Managed property of \(type(of: object)); pass the key explicitly: @Managed(\"name\")")
+    }
+
+    /// Sets and arrays of managed objects typed as a subclass collection.
+    static func convertCollection<Value>(_ raw: Any, to type: Value.Type) -> Value? {
+        if let set = raw as? Set<ManagedObject> { return (Array(set) as Any) as? Value ?? (set as Any) as? Value }
+        if let array = raw as? [ManagedObject] { return (Set(array) as Any) as? Value }
+        return nil
+    }
+}
