@@ -39,6 +39,7 @@ extension ManagedObject {
     /// try employee.setValue(sales, forKey: "department")   // also adds to sales.employees
     /// ```
     public final func setValue(_ value: Any?, forKey key: String) throws {
+        let value = ManagedObject.flatten(value)
         guard let property = layout.propertiesByName[key] else {
             if type(of: self).automaticallyNotifiesObservers(forKey: key) {
                 willChangeValue(forKey: key)
@@ -158,6 +159,7 @@ extension ManagedObject {
     /// maintenance (PRIM-02, PRIM-04, PRIM-05). To-many values replace the
     /// whole membership (PRIM-06: replacement works).
     public final func setPrimitiveValue(_ value: Any?, forKey key: String) throws {
+        let value = ManagedObject.flatten(value)
         guard let property = layout.propertiesByName[key], !(property is FetchedPropertyDescription) else { throw unknownKey(key) }
         if let attribute = property as? AttributeDescription {
             storage[key] = try ManagedObject.coerce(value, for: attribute, entityName: entity.name)
@@ -309,6 +311,14 @@ extension ManagedObject {
             }
             return out
         }
+    }
+
+    /// Unwraps an optional hidden inside `Any?` (a typed `String?` passed on).
+    static func flatten(_ value: Any?) -> Any? {
+        guard let value else { return nil }
+        let mirror = Mirror(reflecting: value)
+        guard mirror.displayStyle == .optional else { return value }
+        return flatten(mirror.children.first?.value)
     }
 
     static func unique(_ objects: [ManagedObject]) -> [ManagedObject] {
