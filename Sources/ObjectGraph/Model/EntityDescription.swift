@@ -42,6 +42,18 @@ public final class EntityDescription: CustomStringConvertible, Sequence {
     /// The class name an entity has when none is given (ED-02).
     public static let genericClassName = "NSManagedObject"
 
+    /// Lookups computed once when the model freezes: a frozen model cannot
+    /// change, and contexts ask for them on every key-value access.
+    private struct FrozenLookups {
+        let properties: [PropertyDescription]
+        let propertiesByName: [String: PropertyDescription]
+        let attributesByName: [String: AttributeDescription]
+        let relationshipsByName: [String: RelationshipDescription]
+        let fetchedPropertiesByName: [String: FetchedPropertyDescription]
+        let versionHash: Data
+    }
+    private var frozen: FrozenLookups?
+
     private var ownProperties: [PropertyDescription] = []
     private var children: [EntityDescription] = []
     var storedRenamingIdentifier: String?
@@ -113,7 +125,7 @@ public final class EntityDescription: CustomStringConvertible, Sequence {
     /// Inherited properties (root first) followed by this entity's own (ED-16,
     /// ED-17). Setting replaces this entity's own properties only (ED-18).
     public var properties: [PropertyDescription] {
-        get { ancestors.reversed().flatMap { $0.ownProperties } + ownProperties }
+        get { frozen?.properties ?? ancestors.reversed().flatMap { $0.ownProperties } + ownProperties }
         set {
             ensureEditable("properties")
             for old in ownProperties where !newValue.contains(where: { $0 === old }) { old.entity = nil }
@@ -128,22 +140,23 @@ public final class EntityDescription: CustomStringConvertible, Sequence {
     /// Every property, inherited included, by name (ED-19). On a duplicate
     /// name (a model `validate()` rejects) the nearest declaration wins.
     public var propertiesByName: [String: PropertyDescription] {
-        Dictionary(properties.map { ($0.name, $0) }, uniquingKeysWith: { _, nearest in nearest })
+        if let frozen { return frozen.propertiesByName }
+        return Dictionary(properties.map { ($0.name, $0) }, uniquingKeysWith: { _, nearest in nearest })
     }
 
     /// Attributes by name, inherited included (ED-20).
     public var attributesByName: [String: AttributeDescription] {
-        propertiesByName.compactMapValues { $0 as? AttributeDescription }
+        frozen?.attributesByName ?? propertiesByName.compactMapValues { $0 as? AttributeDescription }
     }
 
     /// Relationships by name, inherited included; no fetched properties (ED-21).
     public var relationshipsByName: [String: RelationshipDescription] {
-        propertiesByName.compactMapValues { $0 as? RelationshipDescription }
+        frozen?.relationshipsByName ?? propertiesByName.compactMapValues { $0 as? RelationshipDescription }
     }
 
     /// Fetched properties by name, inherited included.
     public var fetchedPropertiesByName: [String: FetchedPropertyDescription] {
-        propertiesByName.compactMapValues { $0 as? FetchedPropertyDescription }
+        frozen?.fetchedPropertiesByName ?? propertiesByName.compactMapValues { $0 as? FetchedPropertyDescription }
     }
 
     /// Relationships whose destination is exactly `entity` (ED-22).
@@ -157,7 +170,20 @@ public final class EntityDescription: CustomStringConvertible, Sequence {
     // MARK: - Versioning
 
     /// The persistence-relevant identity of the entity (ED-26); see `VersionHasher`.
-    public var versionHash: Data { VersionHasher.hash(of: self) }
+    public var versionHash: Data { frozen?.versionHash ?? VersionHasher.hash(of: self) }
+
+    /// Computes the lookups once; called when the model freezes (MOM-00d).
+    func freezeLookups() {
+        let all = properties
+        let byName = propertiesByName
+        frozen = FrozenLookups(
+            properties: all,
+            propertiesByName: byName,
+            attributesByName: byName.compactMapValues { $0 as? AttributeDescription },
+            relationshipsByName: byName.compactMapValues { $0 as? RelationshipDescription },
+            fetchedPropertiesByName: byName.compactMapValues { $0 as? FetchedPropertyDescription },
+            versionHash: VersionHasher.hash(of: self))
+    }
 
     // MARK: - Copying
 

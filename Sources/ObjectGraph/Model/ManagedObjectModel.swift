@@ -50,7 +50,8 @@ public final class ManagedObjectModel: CustomStringConvertible, Sequence {
     /// Entities keyed by name (MOM-EN-02). With duplicate names (which
     /// `validate()` rejects) the first wins.
     public var entitiesByName: [String: EntityDescription] {
-        Dictionary(storedEntities.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        if let frozenEntitiesByName { return frozenEntitiesByName }
+        return Dictionary(storedEntities.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
     }
 
     /// Iterates the entities in `entities` order (MOM-00g).
@@ -235,7 +236,12 @@ public final class ManagedObjectModel: CustomStringConvertible, Sequence {
         guard isEditable else { return }
         try validate()
         isEditable = false
+        frozenEntitiesByName = Dictionary(storedEntities.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        storedEntities.forEach { $0.freezeLookups() }
     }
+
+    /// Entity lookup computed once at freeze; see `EntityDescription.freezeLookups()`.
+    private var frozenEntitiesByName: [String: EntityDescription]?
 
     /// Traps when the model is in use (X-01, MOM-00d).
     func ensureEditable(_ field: String) {

@@ -26,6 +26,19 @@ import Testing
         #expect(!model.isEditable)
     }
 
+    @Test func frozenLookupsAnswerAsBefore() throws {
+        let model = ReferenceModel.make()
+        let employee = try #require(model.entitiesByName["Employee"])
+        let before = (employee.properties.map(\.name), employee.attributesByName.keys.sorted(),
+                      employee.relationshipsByName.keys.sorted(), model.entityVersionHashesByName)
+        try model.markInUse()
+        #expect(model.entitiesByName["Employee"] === employee)
+        #expect(employee.properties.map(\.name) == before.0)
+        #expect(employee.attributesByName.keys.sorted() == before.1)
+        #expect(employee.relationshipsByName.keys.sorted() == before.2)
+        #expect(model.entityVersionHashesByName == before.3)
+    }
+
     @Test func aBrokenModelCannotBeUsed() {
         let model = ManagedObjectModel()
         model.entities = [EntityDescription(name: "A"), EntityDescription(name: "A")]
