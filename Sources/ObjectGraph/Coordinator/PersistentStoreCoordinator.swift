@@ -19,6 +19,8 @@ public final class PersistentStoreCoordinator: NSLocking {
     public static let storeModelVersionIdentifiersKey = "NSStoreModelVersionIdentifiers"
 
     public static let storesDidChangeNotification = Notification.Name("NSPersistentStoreCoordinatorStoresDidChangeNotification")
+    /// Posted (object: the store) just before a store is removed (PC-45).
+    public static let willRemoveStoreNotification = Notification.Name("NSPersistentStoreCoordinatorWillRemoveStoreNotification")
     public static let addedPersistentStoresKey = "added"
     public static let removedPersistentStoresKey = "removed"
 
@@ -78,6 +80,8 @@ public final class PersistentStoreCoordinator: NSLocking {
                 throw CoreDataError(.persistentStoreOpen, "A store at \(url.path) is already added to this coordinator", userInfo: [CoreDataError.filePathErrorKey: url.path])
             }
             let store = cls.init(model: managedObjectModel, configurationName: configurationName, url: url, options: options)
+            store.persistentStoreCoordinator = self
+            store.didAdd(to: self)
             try store.load()
             if store.metadata[ManagedObjectModel.storeModelVersionHashesKey] != nil {
                 guard managedObjectModel.isConfiguration(configurationName, compatibleWithStoreMetadata: store.metadata) else {
@@ -99,8 +103,10 @@ public final class PersistentStoreCoordinator: NSLocking {
             guard let index = persistentStores.firstIndex(where: { $0 === store }) else {
                 throw CoreDataError(.persistentStoreOperation, "The store is not added to this coordinator")
             }
+            NotificationCenter.default.post(name: Self.willRemoveStoreNotification, object: store)
             store.willRemoveFromPersistentStoreCoordinator()
             persistentStores.remove(at: index)
+            store.persistentStoreCoordinator = nil
             rowCache = rowCache.filter { $0.key.storeIdentifier != store.identifier }
             NotificationCenter.default.post(name: Self.storesDidChangeNotification, object: self, userInfo: [Self.removedPersistentStoresKey: [store]])
         }
@@ -109,6 +115,9 @@ public final class PersistentStoreCoordinator: NSLocking {
     public func persistentStore(for url: URL) -> PersistentStore? {
         locked { persistentStores.first { $0.url?.standardizedFileURL == url.standardizedFileURL } }
     }
+
+    /// The store's location (PC-12).
+    public func url(for store: PersistentStore) -> URL? { store.url }
 
     func store(withIdentifier identifier: String?) -> PersistentStore? {
         guard let identifier else { return nil }

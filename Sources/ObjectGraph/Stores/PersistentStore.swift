@@ -70,6 +70,13 @@ open class PersistentStore {
         throw CoreDataError(.persistentStoreOperation, "\(String(describing: self)) cannot write metadata to a file")
     }
 
+    /// The coordinator the store was added to (PS-05); weak, the coordinator owns its stores.
+    public internal(set) weak var persistentStoreCoordinator: PersistentStoreCoordinator?
+
+    /// Called when the store has been added to a coordinator, before `load()`
+    /// (PS-16). The default does nothing.
+    open func didAdd(to coordinator: PersistentStoreCoordinator) {}
+
     /// Called when the coordinator removes the store (AS-10: a store that
     /// created a reservation file and never saved deletes it here).
     open func willRemoveFromPersistentStoreCoordinator() {}
