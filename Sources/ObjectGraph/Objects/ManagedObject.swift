@@ -220,15 +220,15 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Drops the loaded values and becomes a fault (FLT-11, MOC-RF-01/02).
     func turnIntoFault() {
         guard !isFault else { return }
-        willTurnIntoFault()
         faultingState = 1
+        willTurnIntoFault()
         storage = [:]
         committed = [:]
         changedKeys = []
         unloadedToMany = Set(layout.toManyNames)
         isFault = true
-        faultingState = 0
         didTurnIntoFault()
+        faultingState = 0
     }
 
     func loadToMany(_ relationship: RelationshipDescription) throws {

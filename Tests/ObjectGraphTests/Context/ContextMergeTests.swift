@@ -4,7 +4,7 @@ import Testing
 
 @Suite struct ContextMergeTests {
     @Test func mergeDidSaveKeepsLocalUnsavedEdits() throws {
-        // MOC-MG-01, MOC-MG-02, MOC-MG-03, MOC-MG-04, MOC-MG-05, MOC-PC-02
+        // MOC-MG-01, MOC-MG-02, MOC-MG-03, MOC-MG-04, MOC-MG-05, MOC-MG-06, MOC-MG-07 (B merges on its own queue), MOC-PC-02, MOC-UK-04
         let (coordinator, a) = try Company.stack()
         let b = ManagedObjectContext(coordinator: coordinator)
         let (sales, doomed) = try a.performAndWait {
@@ -99,7 +99,7 @@ import Testing
     func stored(_ row: [String: Any]) -> [String] { ["name", "budget", "code"].map { "\(row[$0].map { "\($0)" } ?? "nil")" } }
 
     @Test func errorPolicyFailsWithConflictList() throws {
-        // MOC-MP-01, MOC-MP-03, MOC-MP-09 (Error row), MOC-CR-01, MOC-CR-02, MOC-CR-03, MOC-CR-07, MOC-CR-08
+        // MOC-MP-01, MOC-MP-02, MOC-MP-03, MOC-MP-09 (Error row), MOC-CR-01, MOC-CR-02, MOC-CR-03, MOC-CR-04, MOC-CR-05, MOC-CR-07, MOC-CR-08, MOC-CR-11
         let (context, o, row, result) = try conflict(.error)
         let error = try #require(result.failureError as? CoreDataError)
         #expect(error.code == .managedObjectContextMerge)

@@ -59,7 +59,7 @@ final class NotificationRecorder {
     }
 
     @Test func validationFailuresAreReportedAllAtOnce() throws {
-        // MOC-SV-02, VAL-15, VAL-17, MOC-SV-04; bad input: saving with validation failures
+        // MOC-SV-02, VAL-15, VAL-17, MOC-SV-04, PROP-04, MOC-CR-09; bad input: saving with validation failures
         let (_, context) = try Company.stack()
         try context.performAndWait {
             let d1 = try context.insertNewObject(forEntityName: "Department")
@@ -98,7 +98,7 @@ final class NotificationRecorder {
     }
 
     @Test func notificationOrderAndDidSaveContents() throws {
-        // MOC-NT-01, MOC-NT-02, MOC-NT-03, MOC-NT-04, MOC-SV-07, MOC-NT-05, MOC-UK-01
+        // MOC-NT-01, MOC-NT-02, MOC-NT-03, MOC-NT-04, MOC-SV-07, MOC-NT-05, MOC-UK-01, MOC-MG-06, MOID-07 (URIs in change sets)
         let (_, context) = try Company.stack()
         let recorder = NotificationRecorder(context)
         try context.performAndWait {
@@ -123,7 +123,7 @@ final class NotificationRecorder {
     }
 
     @Test func objectsDidChangeIsPostedOncePerEventAndNotForFetches() throws {
-        // MOC-PP-01, MOC-PP-03, MOC-NT-01 (a)(b)(c), MOC-PP-07
+        // MOC-PP-01, MOC-PP-03, MOC-PP-04, MOC-NT-01 (a)(b)(c), MOC-PP-07, MOC-UK-02, MOC-NT-06 (synchronous delivery)
         let (_, context) = try Company.stack()
         try context.performAndWait {
             let sales = try Company.department(context, "Sales")
@@ -148,7 +148,7 @@ final class NotificationRecorder {
     }
 
     @Test func insertThenDeleteLeavesNoTrace() throws {
-        // MOC-MO-05, MOC-PP-06, MOC-HC-01
+        // MOC-MO-05, MOC-PP-06, MOC-HC-01, MOC-UK-03, MOC-UK-07 (empty keys left out)
         let (_, context) = try Company.stack()
         let recorder = NotificationRecorder(context)
         try context.performAndWait {
@@ -166,7 +166,7 @@ final class NotificationRecorder {
     }
 
     @Test func lifecycleHooksRunInOrder() throws {
-        // LIFE-01, LIFE-02, LIFE-18, LIFE-23, LIFE-25, MOC-SV-06 (5, 10)
+        // LIFE-01, LIFE-02, LIFE-18, LIFE-23, LIFE-25, DEL-04, MOC-SV-06 (5, 10), MOC-SV-01
         let (_, context) = try Company.stack()
         try context.performAndWait {
             let dept = try Company.department(context, "Sales")

@@ -15,7 +15,7 @@ import Testing
     }
 
     @Test func undoAndRedoByEvent() throws {
-        // MOC-UN-03, MOC-UN-04, MOC-UN-07, LIFE-14, LIFE-17
+        // MOC-UN-03, MOC-UN-04, MOC-UN-07, LIFE-14, LIFE-16, LIFE-17, CHG-13
         let (_, context) = try Company.stack()
         try context.performAndWait {
             let d = try Company.department(context, "Sales")
@@ -136,7 +136,7 @@ import Testing
     }
 
     @Test func resetForgetsEverything() throws {
-        // MOC-RS-01, MOC-RS-02
+        // MOC-RS-01, MOC-RS-02, MOC-UK-06
         let (_, context) = try Company.stack()
         let recorder = NotificationRecorder(context)
         try context.performAndWait {

@@ -10,7 +10,7 @@ import Testing
     }
 
     @Test func denyFailsTheSaveWith1600() throws {
-        // MOC-MO-06, VAL-13, DEL (deny), CONST-VC-06
+        // MOC-MO-06, VAL-13, DEL-02, CONST-VC-06, MOC-CR-09
         let (_, context) = try Company.stack()
         try context.performAndWait {
             let sales = try Company.department(context, "Sales")
@@ -43,7 +43,7 @@ import Testing
     }
 
     @Test func nullifyClearsTheInverse() throws {
-        // DEL (nullify), MOC-DP-02, MOC-NT-05
+        // DEL-01, MOC-DP-02, MOC-NT-05
         let (_, context) = try Company.stack()
         try context.performAndWait {
             let sales = try Company.department(context, "Sales")

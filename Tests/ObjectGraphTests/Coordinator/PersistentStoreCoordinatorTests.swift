@@ -10,6 +10,7 @@ import Testing
     }
 
     @Test func mismatchedVersionHashesAre134100() throws {
+        // PC-03 (each coordinator its own model version), PC-28, MOM-VR-01
         let dir = try TestPaths.temporaryDirectory()
         let url = dir.appendingPathComponent("company.xml")
         let (_, context) = try Company.stack(type: PersistentStoreCoordinator.xmlStoreType, url: url)
@@ -45,7 +46,7 @@ import Testing
     }
 
     @Test func storesDidChangeAndURIsStopResolvingAfterRemove() throws {
-        // MOID-05 (b), PC add/remove notification
+        // MOID-05 (b), PC-20, PC-44, PC-08
         let coordinator = try PersistentStoreCoordinator(managedObjectModel: ReferenceModel.make())
         var events: [String] = []
         let token = NotificationCenter.default.addObserver(forName: PersistentStoreCoordinator.storesDidChangeNotification, object: coordinator, queue: nil) { note in
@@ -67,7 +68,7 @@ import Testing
     }
 
     @Test func objectsRouteByConfigurationAndAssignment() throws {
-        // MOC-MO-07, fetches span stores
+        // MOC-MO-07, OBJ-09, PC-01, PC-13, MOID-06 (cross-store relationship refused: 133010), fetches span stores
         let model = ReferenceModel.make()
         model.setEntities([model.entitiesByName["Department"]!], forConfiguration: "Departments")
         let coordinator = try PersistentStoreCoordinator(managedObjectModel: model)
@@ -91,6 +92,7 @@ import Testing
     }
 
     @Test func migrateBetweenStoreTypes() throws {
+        // PC-15
         let dir = try TestPaths.temporaryDirectory()
         let (coordinator, context) = try Company.stack()
         try context.performAndWait {
@@ -112,6 +114,7 @@ import Testing
     }
 
     @Test func customStoreClassRegistration() throws {
+        // PS-01, PS-02, PS-03, AS-01, PC-07
         final class NotesStore: AtomicStore {
             override class var storeType: String { "Notes" }
             var log: [String] = []
@@ -126,7 +129,7 @@ import Testing
     }
 
     @Test func lockIsRecursive() throws {
-        // MOC-LK-01…04
+        // MOC-LK-01, MOC-LK-04, MOC-00g, PC-16, PC-18
         let coordinator = try PersistentStoreCoordinator(managedObjectModel: ReferenceModel.make())
         let context = ManagedObjectContext(coordinator: coordinator)
         context.lock(); context.lock()

@@ -4,7 +4,7 @@ import Testing
 
 @Suite struct ManagedObjectKeyValueCodingTests {
     @Test func genericInstanceReadsAndWritesByKey() throws {
-        // KVC-01, KVC-02, ACC-02, OBJ-03
+        // KVC-01, KVC-02, ACC-02, OBJ-03, MOD-01, MOD-04, MOD-09, ATTR-10, OBJ-01
         let model = ReferenceModel.make()
         for entity in model.entities { entity.managedObjectClassName = "NSManagedObject" }
         let (_, context) = try Company.stack(model: model)
@@ -60,7 +60,7 @@ import Testing
     }
 
     @Test func wrongTypeThrowsAndExactNumbersAreConverted() throws {
-        // KVC-06, VAL-02; bad input: wrong Swift type
+        // KVC-06, VAL-02, ATTR-01, ATTR-02, KVC-09 (public final); bad input: wrong Swift type
         let (_, context) = try Company.stack()
         try context.performAndWait {
             let e = try Company.employee(context, "Ada", "Lovelace", in: nil)
@@ -76,7 +76,7 @@ import Testing
     }
 
     @Test func inverseRelationshipsKeptInStep() throws {
-        // REL-05, KVC-02, TM-01
+        // REL-05, REL-07, REL-08, REL-09, REL-11, KVC-02, TM-01, ACC-03, ACC-10, OBJ-02
         let (_, context) = try Company.stack()
         try context.performAndWait {
             let sales = try Company.department(context, "Sales")

@@ -107,7 +107,7 @@ import Testing
     }
 
     @Test func stateSetsAndRegistrationQueries() throws {
-        // CHG-04, CHG-05, MOC-FE-09, MOC-FE-10, MOC-FE-11, MOC-FE-12, MOC-PC-01, MOC-00d, MOID-00a, MOID-00c, MOID-01, MOC-RF-07
+        // CHG-04, CHG-05, MOC-00c, MOC-FE-09, MOC-FE-10, MOC-FE-11, MOC-FE-12, MOC-PC-01, MOC-00d, MOID-00a, MOID-00c, MOID-01, MOC-RF-07
         let (coordinator, context) = try Company.stack()
         try context.performAndWait {
             #expect(context.persistentStoreCoordinator === coordinator)

@@ -22,7 +22,7 @@ import Testing
     }
 
     @Test func modelConstraintsUseCoreDataCodes() throws {
-        // VAL-01, CONST-VC codes 1570, 1580, 1590, 1610, 1620, 1630, 1640, 1660, 1670, 1680, ATTR-07…09
+        // VAL-01, VAL-04, KVC-10, PROP-01, PROP-04, ATTR-09, REL-02, REL-03, CONST-VC codes 1570, 1580, 1590, 1610, 1620, 1630, 1640, 1660, 1670, 1680, ATTR-07…09
         let (_, context) = try Company.stack(model: model())
         try context.performAndWait {
             let d = try context.insertNewObject(forEntityName: "Department")
@@ -69,7 +69,7 @@ import Testing
     }
 
     @Test func objectLevelOverridesCombineErrors() throws {
-        // VAL-10, VAL-14
+        // VAL-10, VAL-11, VAL-12, VAL-14, PROP-05, SUB-03
         final class Strict: ManagedObject {
             override func validateForInsert() throws {
                 var errors: [Error] = []

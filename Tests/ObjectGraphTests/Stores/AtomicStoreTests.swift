@@ -5,7 +5,7 @@ import Testing
 @Suite struct AtomicStoreTests {
     @Test(arguments: [PersistentStoreCoordinator.xmlStoreType, PersistentStoreCoordinator.binaryStoreType])
     func roundTripKeepsValuesRelationshipsAndIDs(type: String) throws {
-        // AS-04, AS-11, AS-16, AS-28, MOID-04 (a), MOID-05 (c)
+        // AS-04, AS-11, AS-16, AS-28, MOID-04 (a), MOID-05 (c), ATTR-03, PC-20, MOC-ST-05 (atomic stores keep all values in memory)
         let url = try TestPaths.temporaryDirectory().appendingPathComponent("store.\(type)")
         let (coordinator, context) = try Company.stack(type: type, url: url)
         let (deptURI, storeID) = try context.performAndWait {
