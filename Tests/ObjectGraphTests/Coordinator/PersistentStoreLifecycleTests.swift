@@ -66,7 +66,8 @@ import Testing
         try context.performAndWait {
             let dept = try #require(try context.fetch(FetchRequest(entityName: "Department"), as: Department.self).first)
             dept.name = "Changed"
-            #expect(throws: CoreDataError.self) { try context.save() }
+            let error = #expect(throws: CoreDataError.self) { try context.save() }
+            #expect((error?.userInfo[CoreDataError.affectedStoresErrorKey] as? [PersistentStore])?.first === store) // MOC-CR-10
         }
         #expect(try Data(contentsOf: url) == before)
     }

@@ -81,7 +81,7 @@ import Testing
     }
 
     @Test func changedAndCommittedValues() throws {
-        // CHG-02, CHG-06, CHG-07, CHG-08, CHG-09, CHG-10, MOC-PP-05
+        // CHG-02, CHG-06, CHG-07, CHG-08, CHG-09, CHG-10, MOC-PP-05, PROP-03
         let model = ReferenceModel.make()
         let dept = model.entitiesByName["Department"]!
         let note = AttributeDescription(name: "note", type: .string)
