@@ -116,6 +116,20 @@ public final class PersistentStoreCoordinator: NSLocking {
         locked { persistentStores.first { $0.url?.standardizedFileURL == url.standardizedFileURL } }
     }
 
+    /// Relocates a store (PC-14): an atomic store writes its next save to
+    /// `url`; nothing is moved now.
+    public func setURL(_ url: URL, for store: PersistentStore) throws {
+        try locked {
+            guard persistentStores.contains(where: { $0 === store }) else {
+                throw CoreDataError(.persistentStoreOperation, "The store is not added to this coordinator")
+            }
+            if let other = persistentStore(for: url), other !== store {
+                throw CoreDataError(.persistentStoreOperation, "Another store of this coordinator is at \(url.path)")
+            }
+            try store.relocate(to: url)
+        }
+    }
+
     /// The store's location (PC-12).
     public func url(for store: PersistentStore) -> URL? { store.url }
 

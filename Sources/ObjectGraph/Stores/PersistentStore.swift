@@ -28,7 +28,8 @@ open class PersistentStore {
     /// The type string the coordinator's registry knows this class by.
     open class var storeType: String { String(describing: self) }
 
-    public let url: URL?
+    /// The store's location; changed only through the coordinator's `setURL(_:for:)` (PS-08).
+    public internal(set) var url: URL?
     public let configurationName: String?
     public let options: [String: Any]
     /// The model the store's objects follow (the coordinator's, frozen).
@@ -72,6 +73,13 @@ open class PersistentStore {
 
     /// The coordinator the store was added to (PS-05); weak, the coordinator owns its stores.
     public internal(set) weak var persistentStoreCoordinator: PersistentStoreCoordinator?
+
+    /// Moves the store to `url` (PC-14). The default relabels it: an atomic
+    /// store writes its next save there and moves no file now. Stores with
+    /// an open connection (SQLite) override it to reopen at the new place.
+    open func relocate(to url: URL) throws {
+        self.url = url
+    }
 
     /// Called when the store has been added to a coordinator, before `load()`
     /// (PS-16). The default does nothing.
