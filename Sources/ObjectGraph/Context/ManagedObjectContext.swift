@@ -50,9 +50,12 @@ public final class ManagedObjectContext: NSLocking {
     final class WeakEntry { weak var object: ManagedObject?; init(_ o: ManagedObject) { object = o } }
     var registry: [ManagedObjectID: WeakEntry] = [:]
     var strongRegistered: [ObjectIdentifier: ManagedObject] = [:]
-    var insertedSet = Set<ManagedObject>()
-    var updatedSet = Set<ManagedObject>()
-    var deletedSet = Set<ManagedObject>()
+    var insertedSet = Set<ManagedObject>() { didSet { hasChangesMayHaveChanged() } }
+    var updatedSet = Set<ManagedObject>() { didSet { hasChangesMayHaveChanged() } }
+    var deletedSet = Set<ManagedObject>() { didSet { hasChangesMayHaveChanged() } }
+    private var lastReportedHasChanges = false
+    private var hasChangesObservers: [Int: (Bool) -> Void] = [:]
+    private var nextHasChangesObserver = 0
     /// Objects marked by `detectConflicts(for:)` (MOC-MO-13, MOC-MO-14).
     var lockedSet = Set<ManagedObject>()
     /// Faults created by a merge, held until the next save or reset (MOC-MG-03).
@@ -118,6 +121,32 @@ public final class ManagedObjectContext: NSLocking {
             preconditionFailure("ObjectGraph: ManagedObjectContext.\(function) called off the context's queue; wrap the call in perform { } or performAndWait { }")
         }
         #endif
+    }
+
+    // MARK: - hasChanges observation (MOC-HC-02, MOC-HC-03)
+
+    /// Calls `handler` with the new value each time `hasChanges` flips. The
+    /// call is made asynchronously on the context's queue, after the change
+    /// that caused it has finished, so the handler may use the context.
+    ///
+    /// ```swift
+    /// let token = context.observeHasChanges { dirty in saveButton.isEnabled = dirty }
+    /// ```
+    public func observeHasChanges(_ handler: @escaping (Bool) -> Void) -> ObservationToken {
+        nextHasChangesObserver += 1
+        let id = nextHasChangesObserver
+        hasChangesObservers[id] = handler
+        lastReportedHasChanges = hasChanges
+        return ObservationToken { [weak self] in self?.hasChangesObservers[id] = nil }
+    }
+
+    private func hasChangesMayHaveChanged() {
+        guard !hasChangesObservers.isEmpty else { return }
+        let now = hasChanges
+        guard now != lastReportedHasChanges else { return }
+        lastReportedHasChanges = now
+        let handlers = Array(hasChangesObservers.values)
+        queue.async { for handler in handlers { handler(now) } }
     }
 
     // MARK: - NSLocking (MOC-LK-*)
