@@ -248,7 +248,7 @@ public final class PersistentStoreCoordinator: NSLocking {
             for store in persistentStores where store.entities.contains(where: { request.includesSubentities ? $0.isKindOf(entity: entity) : $0 === entity }) {
                 let result = try store.fetchSnapshots(storeRequest)
                 for snapshot in result.snapshots {
-                    snapshot.objectID.persistentStore = store
+                    if snapshot.objectID.persistentStore !== store { snapshot.objectID.persistentStore = store }
                     rowCache[snapshot.objectID] = (snapshot, time)
                     out.append(snapshot)
                 }

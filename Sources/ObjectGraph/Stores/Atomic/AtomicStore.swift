@@ -110,9 +110,10 @@ open class AtomicStore: PersistentStore {
             throw CoreDataError(.persistentStoreOperation, "Fetch request names no entity of this store's model")
         }
         let wanted = request.includesSubentities ? Set(entity.selfAndDescendants.map { ObjectIdentifier($0) }) : [ObjectIdentifier(entity)]
-        let matching = nodes.values.filter { wanted.contains(ObjectIdentifier($0.objectID.entity)) }
-            .sorted { ($0.objectID.primaryKey ?? 0) < ($1.objectID.primaryKey ?? 0) }
-        return StoreFetchResult(snapshots: matching.map(snapshot(of:)), isExact: false)
+        var matching: [(Int64, AtomicStoreCacheNode)] = []
+        for (id, node) in nodes where wanted.contains(ObjectIdentifier(id.entity)) { matching.append((id.primaryKey ?? 0, node)) }
+        matching.sort { $0.0 < $1.0 }
+        return StoreFetchResult(snapshots: matching.map { snapshot(of: $0.1) }, isExact: false)
     }
 
     open override func snapshots(for ids: [ManagedObjectID]) throws -> [ManagedObjectID: StoreSnapshot] {
@@ -189,12 +190,15 @@ open class AtomicStore: PersistentStore {
     }
 
     func snapshot(of node: AtomicStoreCacheNode) -> StoreSnapshot {
+        if let cached = node.cachedSnapshot { return cached }
         var values: [String: Any] = [:]
         for (key, value) in node.propertyCache ?? [:] {
             if let other = value as? AtomicStoreCacheNode { values[key] = other.objectID }
             else if value is [AtomicStoreCacheNode] { continue }
             else { values[key] = value }
         }
-        return StoreSnapshot(objectID: node.objectID, version: node.version, values: values)
+        let snapshot = StoreSnapshot(objectID: node.objectID, version: node.version, values: values)
+        node.cachedSnapshot = snapshot
+        return snapshot
     }
 }

@@ -13,9 +13,12 @@ open class AtomicStoreCacheNode: Hashable {
     /// Fixed for the node's lifetime (CN-03).
     public let objectID: ManagedObjectID
     /// Nil until set or until a value is stored (CN-04, CN-05).
-    open var propertyCache: [String: Any]?
+    open var propertyCache: [String: Any]? { didSet { cachedSnapshot = nil } }
     /// The stored version (Z_OPT): 1 after the first save.
-    open var version: Int64 = 1
+    open var version: Int64 = 1 { didSet { cachedSnapshot = nil } }
+    /// The row form of this node, kept until the node changes: fetches of
+    /// large stores then cost one copy per record.
+    var cachedSnapshot: StoreSnapshot?
 
     public init(objectID: ManagedObjectID) { self.objectID = objectID }
 
