@@ -91,6 +91,30 @@ public final class ManagedObjectContext: NSLocking {
         self.concurrencyType = concurrencyType
         self.queue = concurrencyType == .mainQueue ? DispatchQueue.main : DispatchQueue(label: "ObjectGraph.ManagedObjectContext")
         queue.setSpecific(key: Self.queueKey, value: ObjectIdentifier(self))
+        storesObserver = NotificationCenter.default.addObserver(forName: PersistentStoreCoordinator.storesDidChangeNotification, object: coordinator, queue: nil) { [weak self] note in
+            guard let removed = note.userInfo?[PersistentStoreCoordinator.removedPersistentStoresKey] as? [PersistentStore], !removed.isEmpty else { return }
+            let identifiers = Set(removed.map(\.identifier))
+            self?.queue.async { [weak self] in self?.invalidateObjects(inStores: identifiers) }
+        }
+    }
+
+    deinit {
+        if let storesObserver { NotificationCenter.default.removeObserver(storesObserver) }
+    }
+
+    private var storesObserver: NSObjectProtocol?
+
+    /// Objects of a store that left the coordinator are forgotten and
+    /// reported under `invalidated` (MOC-UK-05).
+    func invalidateObjects(inStores identifiers: Set<String>) {
+        var invalidated = Set<ManagedObject>()
+        for entry in Array(registry.values) {
+            guard let object = entry.object, let store = object.objectID.storeIdentifier, identifiers.contains(store) else { continue }
+            insertedSet.remove(object); updatedSet.remove(object); deletedSet.remove(object); lockedSet.remove(object)
+            unregister(object)
+            invalidated.insert(object)
+        }
+        post(Self.objectsDidChangeNotification, invalidated: invalidated)
     }
 
     // MARK: - Confinement
