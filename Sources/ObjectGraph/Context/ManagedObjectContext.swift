@@ -121,9 +121,9 @@ public final class ManagedObjectContext: NSLocking {
 
     /// Runs `block` on the context's queue, asynchronously.
     public func perform(_ block: @escaping () -> Void) {
+        // The block keeps the context alive until it has run (MOC-LK-05).
         queue.async { [self] in
-            block()
-            _ = self
+            withExtendedLifetime(self) { block() }
         }
     }
 
@@ -600,7 +600,7 @@ public final class ManagedObjectContext: NSLocking {
     }
 
     func store(for object: ManagedObject) throws -> PersistentStore {
-        if let id = object.objectID.persistentStore { return id }
+        if let store = object.objectID.persistentStore ?? persistentStoreCoordinator.store(withIdentifier: object.objectID.storeIdentifier) { return store }
         if let assigned = assignedStores[ObjectIdentifier(object)] { return assigned }
         guard let store = persistentStoreCoordinator.defaultStore(for: object.entity) else {
             throw CoreDataError(.persistentStoreSave, "No writable persistent store holds the entity \(object.entity.name)", userInfo: [CoreDataError.affectedObjectsErrorKey: [object]])
