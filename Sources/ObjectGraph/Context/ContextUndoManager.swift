@@ -54,7 +54,7 @@ public final class ContextUndoManager {
     /// Registers an action that reverses a change; during `undo()` it is
     /// recorded as a redo step instead. Contexts register their own groups;
     /// applications may add actions for state outside the object graph.
-    public func registerUndo(_ action: @escaping Action) {
+    public func registerUndo(_ action: @escaping () -> Void) {
         guard isUndoRegistrationEnabled else { return }
         if collecting != nil { collecting!.actions.append(action); return }
         if !openGroups.isEmpty { openGroups[openGroups.count - 1].actions.append(action); return }
