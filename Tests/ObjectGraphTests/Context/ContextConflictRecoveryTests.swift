@@ -72,7 +72,7 @@ import Testing
     @Test func automaticProcessPendingChangesPoints() throws {
         // MOC-PP-02: explicit call, start of save, before undo/redo, before a fetch with pending changes
         let (_, context) = try Company.stack()
-        let d = try context.performAndWait { () throws -> Department in
+        let d = try context.performAndWait { () throws -> DepartmentMO in
             let d = try Company.department(context, "Sales")
             try context.save()
             return d

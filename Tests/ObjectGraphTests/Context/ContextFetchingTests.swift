@@ -4,9 +4,9 @@ import Testing
 
 @Suite struct ContextFetchingTests {
     /// Saves three employees in "Sales" and returns them by first name.
-    func seed(_ context: ManagedObjectContext) throws -> [String: Employee] {
+    func seed(_ context: ManagedObjectContext) throws -> [String: EmployeeMO] {
         let sales = try Company.department(context, "Sales")
-        var out: [String: Employee] = [:]
+        var out: [String: EmployeeMO] = [:]
         for (i, name) in ["Cleo", "Ada", "Bob"].enumerated() {
             out[name] = try Company.employee(context, name, "Smith", in: sales, salary: Decimal(100 * (i + 1)), id: Int32(i))
         }
@@ -19,14 +19,14 @@ import Testing
         let (_, context) = try Company.stack()
         try context.performAndWait {
             let people = try seed(context)
-            let all = try context.fetch(Company.request("Employee", sortedBy: "firstName"), as: Employee.self)
+            let all = try context.fetch(Company.request("Employee", sortedBy: "firstName"), as: EmployeeMO.self)
             #expect(all.map(\.firstName) == ["Ada", "Bob", "Cleo"])
             #expect(all[0] === people["Ada"])
             #expect(all.allSatisfy { context.registeredObjects.contains($0) })
             let page = Company.request("Employee", sortedBy: "firstName")
             page.fetchOffset = 1
             page.fetchLimit = 1
-            #expect(try context.fetch(page, as: Employee.self).map(\.firstName) == ["Bob"])
+            #expect(try context.fetch(page, as: EmployeeMO.self).map(\.firstName) == ["Bob"])
             #expect(try context.fetch(Company.request("Employee", where: { _ in false })).isEmpty)
         }
     }
@@ -117,11 +117,11 @@ import Testing
             let missing = ManagedObjectID(entity: ada.entity, storeIdentifier: ada.objectID.storeIdentifier!, primaryKey: 9999)
             let error = #expect(throws: CoreDataError.self) { try context.existingObject(with: missing) }
             #expect(error?.code == .managedObjectContextReferentialIntegrity)
-            #expect(coordinator.managedObjectID(forURIRepresentation: Employee.makeTemporaryURI()) == nil)
+            #expect(coordinator.managedObjectID(forURIRepresentation: EmployeeMO.makeTemporaryURI()) == nil)
         }
     }
 }
 
-extension Employee {
+extension EmployeeMO {
     static func makeTemporaryURI() -> URL { URL(string: "x-coredata:///Employee/t\(UUID().uuidString)")! }
 }

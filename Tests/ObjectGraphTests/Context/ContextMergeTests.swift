@@ -14,7 +14,7 @@ import Testing
             return (s.objectID, d.objectID)
         }
         let (salesB, doomedB) = try b.performAndWait {
-            let s = try #require(try b.existingObject(with: sales) as? Department)
+            let s = try #require(try b.existingObject(with: sales) as? DepartmentMO)
             _ = try b.existingObject(with: doomed)
             s.name = "Local name"       // unsaved edit in B
             return (s, try b.existingObject(with: doomed))
@@ -23,7 +23,7 @@ import Testing
         let token = NotificationCenter.default.addObserver(forName: ManagedObjectContext.didSaveNotification, object: a, queue: nil) { saved = $0 }
         defer { NotificationCenter.default.removeObserver(token) }
         let newID = try a.performAndWait {
-            let s = try a.existingObject(with: sales) as! Department
+            let s = try a.existingObject(with: sales) as! DepartmentMO
             s.budget = 99
             a.delete(try a.existingObject(with: doomed))
             let n = try Company.department(a, "New")
@@ -46,7 +46,7 @@ import Testing
         try b.performAndWait { try b.save() }   // B's own edit saves without conflict
         try a.performAndWait {
             a.refresh(try a.existingObject(with: sales), mergeChanges: false)
-            #expect((try a.existingObject(with: sales) as! Department).name == "Local name")
+            #expect((try a.existingObject(with: sales) as! DepartmentMO).name == "Local name")
         }
     }
 

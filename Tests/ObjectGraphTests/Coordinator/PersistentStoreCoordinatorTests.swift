@@ -106,7 +106,7 @@ import Testing
         #expect(coordinator.persistentStores.count == 1 && coordinator.persistentStores[0] === target)
         let (_, reopened) = try Company.stack(type: PersistentStoreCoordinator.xmlStoreType, url: url)
         try reopened.performAndWait {
-            let dept = try #require(try reopened.fetch(FetchRequest(entityName: "Department"), as: Department.self).first)
+            let dept = try #require(try reopened.fetch(FetchRequest(entityName: "Department"), as: DepartmentMO.self).first)
             #expect(dept.employees.count == 2)
             let bob = try #require(dept.employees.first { $0.firstName == "Bob" })
             #expect(bob.manager?.firstName == "Ada")

@@ -64,7 +64,7 @@ import Testing
         #expect(store.isReadOnly)
         let context = ManagedObjectContext(coordinator: coordinator)
         try context.performAndWait {
-            let dept = try #require(try context.fetch(FetchRequest(entityName: "Department"), as: Department.self).first)
+            let dept = try #require(try context.fetch(FetchRequest(entityName: "Department"), as: DepartmentMO.self).first)
             dept.name = "Changed"
             let error = #expect(throws: CoreDataError.self) { try context.save() }
             #expect((error?.userInfo[CoreDataError.affectedStoresErrorKey] as? [PersistentStore])?.first === store) // MOC-CR-10
@@ -112,7 +112,7 @@ import Testing
         // MOC-UK-05
         let (coordinator, context) = try Company.stack()
         let recorder = NotificationRecorder(context)
-        let dept = try context.performAndWait { () throws -> Department in
+        let dept = try context.performAndWait { () throws -> DepartmentMO in
             let d = try Company.department(context, "Sales")
             try context.save()
             return d

@@ -12,7 +12,7 @@ import Testing
         }
         let context = ManagedObjectContext(coordinator: coordinator)
         try context.performAndWait {
-            let dept = try #require(try context.fetch(FetchRequest(entityName: "Department")).first as? Department)
+            let dept = try #require(try context.fetch(FetchRequest(entityName: "Department")).first as? DepartmentMO)
             #expect(dept.isFault)
             _ = dept.entity; _ = dept.objectID; _ = dept.isInserted; _ = dept.isUpdated; _ = dept.isDeleted
             _ = dept.description; _ = dept.hashValue; _ = dept == dept; _ = dept.managedObjectContext

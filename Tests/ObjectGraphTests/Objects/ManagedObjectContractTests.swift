@@ -162,10 +162,10 @@ import Testing
 
     @Test func deleteUpdateConflicts() throws {
         // MOC-MP-10: (i) deleted here / updated there; (ii) updated here / deleted there
-        func setUp(_ policy: MergePolicy, deleteHere: Bool) throws -> (ManagedObjectContext, Department, Result<Void, Error>) {
+        func setUp(_ policy: MergePolicy, deleteHere: Bool) throws -> (ManagedObjectContext, DepartmentMO, Result<Void, Error>) {
             let (coordinator, context) = try Company.stack()
             let other = ManagedObjectContext(coordinator: coordinator)
-            let d = try context.performAndWait { () throws -> Department in
+            let d = try context.performAndWait { () throws -> DepartmentMO in
                 let d = try Company.department(context, "Sales")
                 try context.save()
                 return d

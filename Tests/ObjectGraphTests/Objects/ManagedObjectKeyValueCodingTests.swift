@@ -22,8 +22,8 @@ import Testing
         let (_, context) = try Company.stack()
         try context.performAndWait {
             let e = try context.insertNewObject(forEntityName: "Employee")
-            #expect(e is Employee)
-            let employee = e as! Employee
+            #expect(e is EmployeeMO)
+            let employee = e as! EmployeeMO
             employee.firstName = "Ada"
             #expect(try employee.value(forKey: "firstName") as? String == "Ada")
             try employee.setValue("Lovelace", forKey: "lastName")
@@ -34,12 +34,12 @@ import Testing
     @Test func registryStripsLeadingDotAndModule() {
         // OBJ-11: Xcode's module-relative class names
         let registry = ManagedObjectClassRegistry()
-        registry.register(Employee.self)
+        registry.register(EmployeeMO.self, forClassName: "Employee")
         let entity = EntityDescription(name: "Employee")
         entity.managedObjectClassName = ".Employee"
-        #expect(registry.objectClass(for: entity) == Employee.self)
+        #expect(registry.objectClass(for: entity) == EmployeeMO.self)
         entity.managedObjectClassName = "MyApp.Employee"
-        #expect(registry.objectClass(for: entity) == Employee.self)
+        #expect(registry.objectClass(for: entity) == EmployeeMO.self)
         entity.managedObjectClassName = "Unknown"
         #expect(registry.objectClass(for: entity) == ManagedObject.self)
     }

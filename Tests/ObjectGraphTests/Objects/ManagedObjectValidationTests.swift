@@ -59,7 +59,7 @@ import Testing
         // VAL-03, VAL-06, VAL-08
         let (_, context) = try Company.stack()
         try context.performAndWait {
-            let e = try Company.employee(context, "Ada", "Lovelace", in: nil) as Employee
+            let e = try Company.employee(context, "Ada", "Lovelace", in: nil) as EmployeeMO
             var v: Any? = "A"
             #expect(throws: CoreDataError.self) { try e.validateValue(&v, forKey: "firstName") }
             v = "Forbidden"

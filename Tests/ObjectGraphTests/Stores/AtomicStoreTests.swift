@@ -19,7 +19,7 @@ import Testing
         #expect(second.persistentStores[0].identifier == storeID)
         try reopened.performAndWait {
             let id = try #require(second.managedObjectID(forURIRepresentation: deptURI))
-            let sales = try #require(try reopened.existingObject(with: id) as? Department)
+            let sales = try #require(try reopened.existingObject(with: id) as? DepartmentMO)
             #expect(sales.budget == Decimal(string: "1234.5")!)
             #expect(sales.employees.count == 2)
             let ada = try #require(sales.employees.first { $0.firstName == "Ada" })
@@ -96,7 +96,7 @@ import Testing
         Company.registerClasses()
         let context = ManagedObjectContext(coordinator: coordinator)
         context.performAndWait {
-            #expect((try? context.existingObject(with: id) as? Department)??.name == "Sales")
+            #expect((try? context.existingObject(with: id) as? DepartmentMO)??.name == "Sales")
         }
     }
 

@@ -24,7 +24,7 @@ import Testing
             let (_, context) = try Company.stack(type: PersistentStoreCoordinator.xmlStoreType, url: url)
             try context.performAndWait {
                 let request = Company.request("Employee", where: { (try $0.value(forKey: "salary") as? Decimal ?? 0) < 500 }, sortedBy: "firstName")
-                let staff = try context.fetch(request, as: Employee.self)
+                let staff = try context.fetch(request, as: EmployeeMO.self)
                 #expect(staff.map(\.firstName) == ["Alan", "Barbara", "Claude"])
                 #expect(staff.allSatisfy { $0.manager?.firstName == "Grace" })
                 let alan = staff[0]
@@ -37,7 +37,7 @@ import Testing
         do {
             let (_, context) = try Company.stack(type: PersistentStoreCoordinator.xmlStoreType, url: url)
             try context.performAndWait {
-                let sales = try #require(try context.fetch(FetchRequest(entityName: "Department"), as: Department.self).first)
+                let sales = try #require(try context.fetch(FetchRequest(entityName: "Department"), as: DepartmentMO.self).first)
                 context.delete(sales)
                 let error = #expect(throws: CoreDataError.self) { try context.save() }
                 #expect(error?.code == .validationRelationshipDeniedDelete)
@@ -49,7 +49,7 @@ import Testing
             let (_, context) = try Company.stack(model: cascade, type: PersistentStoreCoordinator.xmlStoreType, url: url)
             try context.performAndWait {
                 context.undoManager = ContextUndoManager()
-                let sales = try #require(try context.fetch(FetchRequest(entityName: "Department"), as: Department.self).first)
+                let sales = try #require(try context.fetch(FetchRequest(entityName: "Department"), as: DepartmentMO.self).first)
                 context.delete(sales)
                 context.processPendingChanges()
                 #expect(context.deletedObjects.count == 5)
@@ -64,7 +64,7 @@ import Testing
         do {
             let (_, context) = try Company.stack(model: cascade, type: PersistentStoreCoordinator.xmlStoreType, url: url)
             try context.performAndWait {
-                let sales = try #require(try context.fetch(FetchRequest(entityName: "Department"), as: Department.self).first)
+                let sales = try #require(try context.fetch(FetchRequest(entityName: "Department"), as: DepartmentMO.self).first)
                 #expect(sales.name == "Sales & Marketing")
                 #expect(sales.employees.count == 4)
                 let barbara = try #require(sales.employees.first { $0.firstName == "Barbara" })

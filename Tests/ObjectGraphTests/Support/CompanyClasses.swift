@@ -2,10 +2,10 @@ import Foundation
 @testable import ObjectGraph
 
 /// Typed subclasses for the reference model, with hook counters.
-final class Department: ManagedObject {
+final class DepartmentMO: ManagedObject {
     @Managed var name: String?
     @Managed var budget: Decimal
-    @Managed var employees: Set<Employee>
+    @Managed var employees: Set<EmployeeMO>
 
     var events: [String] = []
     var snapshotEvents: [SnapshotEventType] = []
@@ -19,14 +19,14 @@ final class Department: ManagedObject {
     override func didTurnIntoFault() { super.didTurnIntoFault(); events.append("didTurnIntoFault") }
 }
 
-final class Employee: ManagedObject {
+final class EmployeeMO: ManagedObject {
     @Managed var firstName: String?
     @Managed var lastName: String?
     @Managed var employeeID: Int32
     @Managed var salary: Decimal
-    @Managed var department: Department?
-    @Managed var manager: Employee?
-    @Managed var directReports: Set<Employee>
+    @Managed var department: DepartmentMO?
+    @Managed var manager: EmployeeMO?
+    @Managed var directReports: Set<EmployeeMO>
 
     /// Derived (DEP-04).
     var fullName: String { "\(firstName ?? "") \(lastName ?? "")" }
@@ -47,8 +47,8 @@ final class Employee: ManagedObject {
 
 enum Company {
     static func registerClasses() {
-        ManagedObjectClassRegistry.shared.register(Department.self)
-        ManagedObjectClassRegistry.shared.register(Employee.self)
+        ManagedObjectClassRegistry.shared.register(DepartmentMO.self, forClassName: "Department")
+        ManagedObjectClassRegistry.shared.register(EmployeeMO.self, forClassName: "Employee")
     }
 
     /// A coordinator with one store and a private-queue context.
@@ -59,15 +59,15 @@ enum Company {
         return (coordinator, ManagedObjectContext(coordinator: coordinator))
     }
 
-    static func department(_ context: ManagedObjectContext, _ name: String, budget: Decimal = 1000) throws -> Department {
-        let d = try context.insertNewObject(forEntityName: "Department") as! Department
+    static func department(_ context: ManagedObjectContext, _ name: String, budget: Decimal = 1000) throws -> DepartmentMO {
+        let d = try context.insertNewObject(forEntityName: "Department") as! DepartmentMO
         d.name = name
         d.budget = budget
         return d
     }
 
-    static func employee(_ context: ManagedObjectContext, _ first: String, _ last: String, in department: Department?, salary: Decimal = 100, id: Int32 = 0) throws -> Employee {
-        let e = try context.insertNewObject(forEntityName: "Employee") as! Employee
+    static func employee(_ context: ManagedObjectContext, _ first: String, _ last: String, in department: DepartmentMO?, salary: Decimal = 100, id: Int32 = 0) throws -> EmployeeMO {
+        let e = try context.insertNewObject(forEntityName: "Employee") as! EmployeeMO
         e.firstName = first
         e.lastName = last
         e.salary = salary
