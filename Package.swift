@@ -12,6 +12,7 @@ let package = Package(
     products: [
         .library(name: "ObjectGraph", targets: ["ObjectGraph"]),
         .executable(name: "storesyncctl", targets: ["storesyncctl"]),
+        .executable(name: "storesync-bench", targets: ["storesync-bench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -59,6 +60,14 @@ let package = Package(
         .testTarget(
             name: "NativeLibrariesTests",
             dependencies: ["CSQLite", "CLibUV"],
+            swiftSettings: swift5
+        ),
+        .executableTarget(
+            name: "storesync-bench",
+            dependencies: [
+                "ObjectGraph",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
             swiftSettings: swift5
         ),
     ]

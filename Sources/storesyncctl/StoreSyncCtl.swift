@@ -9,6 +9,7 @@ struct StoreSyncCtl: ParsableCommand {
         abstract: "Inspect Core Data models, predicates and stores; control storesyncd.",
         subcommands: [
             ModelCommand.self,
+            PredicateCommand.self,
         ]
     )
 }
