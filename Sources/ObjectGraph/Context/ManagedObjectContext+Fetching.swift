@@ -93,12 +93,8 @@ extension ManagedObjectContext {
             }
         }
         var result = try candidates.filter { try matches(request, $0) }
-        if let order = request.objectOrder {
-            var failure: Error?
-            result.sort { a, b in
-                do { return try order(a, b) } catch { failure = error; return false }
-            }
-            if let failure { throw failure }
+        if !request.sortDescriptors.isEmpty {
+            result = try FetchSortDescriptor.sort(result, using: request.sortDescriptors)
         }
         if request.fetchOffset > 0 { result = Array(result.dropFirst(request.fetchOffset)) }
         if request.fetchLimit > 0 && result.count > request.fetchLimit { result = Array(result.prefix(request.fetchLimit)) }
@@ -108,19 +104,44 @@ extension ManagedObjectContext {
         return result
     }
 
-    func matches(_ request: FetchRequest, _ object: ManagedObject) throws -> Bool {
-        if let filter = request.objectFilter { return try filter(object) }
-        if let format = request.predicateFormat, !format.isEmpty {
-            throw CoreDataError(.coreData, "Fetching with a predicate needs the predicate engine, which is not merged into this branch yet (predicate: \(format))")
-        }
-        return true
+    func matches(_ request: FetchRequest, _ object: ManagedObject, variables: [String: Any?] = [:]) throws -> Bool {
+        guard let predicate = request.predicate else { return true }
+        return try predicate.evaluate(with: object, substitutionVariables: variables)
     }
 }
 
 extension ManagedObjectContext {
-    /// Fetched properties need the predicate engine (`$FETCH_SOURCE`,
-    /// `$FETCHED_PROPERTY`); until it is merged, reading one says so.
+    /// The value of a fetched property (FP-*): its request run with
+    /// `$FETCH_SOURCE` bound to the owner and `$FETCHED_PROPERTY` to the
+    /// description, evaluated lazily and cached on the owner until it is
+    /// refreshed or turned into a fault. Returns an array of objects.
     func fetchedPropertyValue(_ property: FetchedPropertyDescription, of object: ManagedObject) throws -> Any? {
-        throw CoreDataError(.coreData, "Fetched property \(object.entity.name).\(property.name) cannot be evaluated yet: it needs the predicate engine, not merged into this branch")
+        if let cached = object.fetchedValues[property.name] { return cached }
+        guard let template = property.fetchRequest else {
+            throw CoreDataError(.coreData, "Fetched property \(object.entity.name).\(property.name) has no fetch request")
+        }
+        let request = template.copy()
+        let variables: [String: Any?] = ["FETCH_SOURCE": object, "FETCHED_PROPERTY": property]
+        request.predicate = template.predicate?.withSubstitutionVariables(variables)
+        let result: [Any] = try execute(request)
+        object.fetchedValues[property.name] = result
+        return result
+    }
+}
+
+/// Lets predicate expressions (`FETCH(...)`) run requests in a context.
+extension ManagedObjectContext: FetchRequestExecuting {
+    public func execute(_ request: Any) throws -> [Any] {
+        guard let request = request as? FetchRequest else {
+            throw CoreDataError(.coreData, "A context executes FetchRequest values, not \(type(of: request))")
+        }
+        return try execute(request)
+    }
+
+    public func count(for request: Any) throws -> Int {
+        guard let request = request as? FetchRequest else {
+            throw CoreDataError(.coreData, "A context counts FetchRequest values, not \(type(of: request))")
+        }
+        return try count(for: request)
     }
 }

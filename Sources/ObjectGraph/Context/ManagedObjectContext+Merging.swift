@@ -40,6 +40,7 @@ extension ManagedObjectContext {
             if object.layout.relationshipsByName[key]?.isToMany == true { unloaded.remove(key) }
         }
         object.storage = storage
+        object.fetchedValues = [:]
         object.committed = fresh
         object.unloadedToMany = unloaded
         object.storeVersion = snapshot.version

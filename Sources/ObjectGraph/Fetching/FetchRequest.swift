@@ -6,7 +6,8 @@ import Foundation
 ///
 /// ```swift
 /// let request = FetchRequest(entityName: "Employee")
-/// request.predicateFormat = "salary > $MIN"
+/// request.predicate = try FetchPredicate(format: "salary > %@", Decimal(500))
+/// request.sortDescriptors = [FetchSortDescriptor(key: "lastName")]
 /// request.fetchLimit = 10
 /// ```
 public final class FetchRequest {
@@ -42,12 +43,12 @@ public final class FetchRequest {
     public var includesPropertyValues = true
     /// Relationships whose destinations are loaded with the results.
     public var relationshipKeyPathsForPrefetching: [String] = []
-    /// Internal filter and order used until the predicate engine is merged:
-    /// evaluated on managed objects in memory.
-    var objectFilter: ((ManagedObject) throws -> Bool)?
-    var objectOrder: ((ManagedObject, ManagedObject) throws -> Bool)?
-    /// The predicate in Core Data's format syntax; nil fetches every object.
-    public var predicateFormat: String?
+
+    /// Which objects match; nil fetches every object (MOC-FE-03). Evaluated
+    /// on the objects' in-memory values (MOC-FE-05).
+    public var predicate: FetchPredicate?
+    /// The order of the results, first descriptor first (FR-06).
+    public var sortDescriptors: [FetchSortDescriptor] = []
     /// 0 means no limit.
     public var fetchLimit: Int = 0
     public var fetchOffset: Int = 0
@@ -64,7 +65,8 @@ public final class FetchRequest {
     /// A distinct copy with the same criteria.
     public func copy() -> FetchRequest {
         let c = FetchRequest(entityName: entityName)
-        c.predicateFormat = predicateFormat
+        c.predicate = predicate
+        c.sortDescriptors = sortDescriptors
         c.fetchLimit = fetchLimit
         c.fetchOffset = fetchOffset
         c.fetchBatchSize = fetchBatchSize
@@ -79,8 +81,7 @@ public final class FetchRequest {
         c.returnsDistinctResults = returnsDistinctResults
         c.includesPropertyValues = includesPropertyValues
         c.relationshipKeyPathsForPrefetching = relationshipKeyPathsForPrefetching
-        c.objectFilter = objectFilter
-        c.objectOrder = objectOrder
+
         return c
     }
 
@@ -92,7 +93,8 @@ public final class FetchRequest {
         case let (x?, y?):
             var out: [String] = []
             if x.entityName != y.entityName { out.append("entityName: \(x.entityName ?? "nil") vs \(y.entityName ?? "nil")") }
-            if x.predicateFormat != y.predicateFormat { out.append("predicate: \(x.predicateFormat ?? "nil") vs \(y.predicateFormat ?? "nil")") }
+            if x.predicate != y.predicate { out.append("predicate: \(x.predicate?.predicateFormat ?? "nil") vs \(y.predicate?.predicateFormat ?? "nil")") }
+            if x.sortDescriptors != y.sortDescriptors { out.append("sortDescriptors: \(x.sortDescriptors) vs \(y.sortDescriptors)") }
             if x.fetchLimit != y.fetchLimit { out.append("fetchLimit: \(x.fetchLimit) vs \(y.fetchLimit)") }
             if x.fetchOffset != y.fetchOffset { out.append("fetchOffset: \(x.fetchOffset) vs \(y.fetchOffset)") }
             if x.fetchBatchSize != y.fetchBatchSize { out.append("fetchBatchSize: \(x.fetchBatchSize) vs \(y.fetchBatchSize)") }

@@ -1,5 +1,8 @@
 import Foundation
 
+/// Managed objects are what predicates and sort descriptors read.
+extension ManagedObject: KeyValueCoding {}
+
 /// String-keyed access (KVC-*), primitive access (PRIM-*) and the
 /// relationship mechanics that keep inverses in step (REL-05, KVC-02).
 extension ManagedObject {

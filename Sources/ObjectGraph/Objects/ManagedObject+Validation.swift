@@ -27,6 +27,27 @@ extension ManagedObject {
                 throw validationError(.validationMissingMandatoryProperty, key, nil, "\(entity.name).\(key) is a required value")
             }
         }
+        try validatePredicates(of: property, value)
+    }
+
+    /// The property's validation predicates, `SELF` being the value; a
+    /// failure reports its warning and predicate (VAL-18). Nil values are
+    /// left to the optionality check.
+    private func validatePredicates(of property: PropertyDescription, _ value: Any?) throws {
+        guard let value, !property.validationPredicates.isEmpty else { return }
+        for (index, format) in property.validationPredicates.enumerated() {
+            let predicate: FetchPredicate
+            do { predicate = try FetchPredicate(format: format) } catch {
+                throw validationError(.managedObjectValidation, property.name, value, "\(entity.name).\(property.name) has an invalid validation predicate '\(format)': \(error)")
+            }
+            let subject = ManagedObject.publicValue(value, property as? RelationshipDescription)
+            if try !predicate.evaluate(with: subject) {
+                let warning = index < property.validationWarnings.count ? property.validationWarnings[index] : "\(entity.name).\(property.name) does not satisfy \(format)"
+                var error = validationError(.managedObjectValidation, property.name, value, warning)
+                error.userInfo[CoreDataError.validationPredicateErrorKey] = predicate
+                throw error
+            }
+        }
     }
 
     private func validateAttribute(_ attribute: AttributeDescription, _ value: Any?) throws {

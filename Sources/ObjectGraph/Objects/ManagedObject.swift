@@ -43,6 +43,8 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Set when a context let go of the object (reset, rollback, saved delete).
     var wasForgotten = false
     var pendingOldValues: [String: Any] = [:]
+    /// Fetched-property results, kept until the object is refreshed (FP).
+    var fetchedValues: [String: [Any]] = [:]
     var observerTable: [String: [(id: Int, handler: (ObservedChange) -> Void)]] = [:]
     var nextObserverID = 0
 
@@ -222,6 +224,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         guard !isFault else { return }
         faultingState = 1
         willTurnIntoFault()
+        fetchedValues = [:]
         storage = [:]
         committed = [:]
         changedKeys = []

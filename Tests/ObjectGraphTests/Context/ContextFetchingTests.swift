@@ -27,7 +27,7 @@ import Testing
             page.fetchOffset = 1
             page.fetchLimit = 1
             #expect(try context.fetch(page, as: EmployeeMO.self).map(\.firstName) == ["Bob"])
-            #expect(try context.fetch(Company.request("Employee", where: { _ in false })).isEmpty)
+            #expect(try context.fetch(Company.request("Employee", where: "FALSEPREDICATE")).isEmpty)
         }
     }
 
@@ -38,13 +38,13 @@ import Testing
         try context.performAndWait {
             let people = try seed(context)
             let zed = try Company.employee(context, "Zed", "Q", in: people["Ada"]!.department)
-            let named: (String) -> FetchRequest = { n in Company.request("Employee", where: { try $0.value(forKey: "firstName") as? String == n }) }
+            let named: (String) -> FetchRequest = { n in Company.request("Employee", where: "firstName == %@", n) }
             #expect(try context.fetch(named("Zed")) == [zed])
             let seenElsewhere = try other.performAndWait { try other.fetch(named("Zed")) }
             #expect(seenElsewhere.isEmpty)
             // Updated in memory: evaluated on the new values.
             people["Bob"]!.salary = 5000
-            let rich = Company.request("Employee", where: { (try $0.value(forKey: "salary") as? Decimal ?? 0) > 1000 })
+            let rich = Company.request("Employee", where: "salary > 1000")
             #expect(try context.fetch(rich) == [people["Bob"]!])
             context.delete(people["Cleo"]!)
             let everyone = FetchRequest(entityName: "Employee")
@@ -68,7 +68,7 @@ import Testing
                 try copy.setValue("Adelaide", forKey: "firstName")
                 try writer.save()
             }
-            let again = try context.fetch(Company.request("Employee", where: { try $0.value(forKey: "lastName") as? String == "Smith" }))
+            let again = try context.fetch(Company.request("Employee", where: "lastName == %@", "Smith"))
             #expect(again.contains { $0 === ada })
             #expect(ada.firstName == "Ada")
         }

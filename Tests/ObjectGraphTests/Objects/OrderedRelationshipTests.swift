@@ -28,7 +28,7 @@ import Testing
         try coordinator.addPersistentStore(ofType: "Binary", at: url)
         let check = ManagedObjectContext(coordinator: coordinator)
         try check.performAndWait {
-            let boss = try #require(try check.fetch(Company.request("Employee", where: { try $0.value(forKey: "firstName") as? String == "Grace" })).first)
+            let boss = try #require(try check.fetch(Company.request("Employee", where: "firstName == %@", "Grace")).first)
             let reports = try #require(try boss.value(forKey: "directReports") as? [ManagedObject])
             #expect(try reports.map { try $0.value(forKey: "firstName") as! String } == ["Bo", "Al"])
         }

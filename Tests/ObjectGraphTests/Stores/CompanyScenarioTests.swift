@@ -23,7 +23,7 @@ import Testing
         do {
             let (_, context) = try Company.stack(type: PersistentStoreCoordinator.xmlStoreType, url: url)
             try context.performAndWait {
-                let request = Company.request("Employee", where: { (try $0.value(forKey: "salary") as? Decimal ?? 0) < 500 }, sortedBy: "firstName")
+                let request = Company.request("Employee", where: "salary < %@ AND department.name == %@", Decimal(500), "Sales", sortedBy: "firstName")
                 let staff = try context.fetch(request, as: EmployeeMO.self)
                 #expect(staff.map(\.firstName) == ["Alan", "Barbara", "Claude"])
                 #expect(staff.allSatisfy { $0.manager?.firstName == "Grace" })

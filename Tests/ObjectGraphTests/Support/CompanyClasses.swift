@@ -76,18 +76,11 @@ enum Company {
         return e
     }
 
-    static func request(_ entity: String, where filter: ((ManagedObject) throws -> Bool)? = nil, sortedBy key: String? = nil) -> FetchRequest {
+    /// A request with an optional predicate (format and arguments) and sort key.
+    static func request(_ entity: String, where format: String? = nil, _ arguments: Any?..., sortedBy key: String? = nil) -> FetchRequest {
         let r = FetchRequest(entityName: entity)
-        r.objectFilter = filter
-        if let key {
-            r.objectOrder = { a, b in
-                let x = try a.value(forKey: key), y = try b.value(forKey: key)
-                if let x = x as? String, let y = y as? String { return x < y }
-                if let x = x as? Decimal, let y = y as? Decimal { return x < y }
-                if let x = x as? Int32, let y = y as? Int32 { return x < y }
-                return false
-            }
-        }
+        if let format { r.predicate = try! FetchPredicate(format: format, argumentArray: arguments) }
+        if let key { r.sortDescriptors = [FetchSortDescriptor(key: key)] }
         return r
     }
 }
