@@ -17,3 +17,18 @@ extension ManagedObjectModel {
         return request
     }
 }
+
+/// Lets predicates read a property description, as `$FETCHED_PROPERTY.userInfo.key`
+/// does in a fetched property's request (FP-07).
+extension PropertyDescription: KeyValueCoding {
+    public func value(forKey key: String) throws -> Any? {
+        switch key {
+        case "name": return name
+        case "userInfo": return userInfo
+        case "entity": return entity?.name
+        case "isOptional": return isOptional
+        case "isTransient": return isTransient
+        default: throw KeyValueCodingError.unknownKey(key, typeName: String(describing: type(of: self)))
+        }
+    }
+}
