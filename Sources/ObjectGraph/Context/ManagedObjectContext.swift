@@ -119,11 +119,15 @@ public final class ManagedObjectContext: NSLocking {
 
     // MARK: - Confinement
 
-    /// Runs `block` on the context's queue, asynchronously.
+    /// Runs `block` on the context's queue, asynchronously. The end of the
+    /// block is an "end of event": pending changes are processed then (MOC-PP-02).
     public func perform(_ block: @escaping () -> Void) {
         // The block keeps the context alive until it has run (MOC-LK-05).
         queue.async { [self] in
-            withExtendedLifetime(self) { block() }
+            withExtendedLifetime(self) {
+                block()
+                processPendingChanges()
+            }
         }
     }
 

@@ -90,6 +90,16 @@ import Testing
             context.undo()
             #expect(d.name == "Marketing")
         }
+        // The end of a perform block is an event too.
+        let before = recorder.count(ManagedObjectContext.objectsDidChangeNotification)
+        let done = DispatchSemaphore(value: 0)
+        context.perform {
+            d.budget = 42
+            done.signal()
+        }
+        done.wait()
+        context.performAndWait {}
+        #expect(recorder.count(ManagedObjectContext.objectsDidChangeNotification) == before + 1)
     }
 }
 
