@@ -26,28 +26,3 @@ public struct ContextChangeSet: @unchecked Sendable {
     public var isEmpty: Bool { inserted.isEmpty && updated.isEmpty && deleted.isEmpty }
 }
 
-/// One object's part of a change set.
-public struct ObjectChange: @unchecked Sendable {
-    public var objectID: ManagedObjectID
-    public var entityName: String
-    /// Changed keys: for an insert, every stored value (old nil); for an update,
-    /// the changed keys; for a delete, the last committed values (new nil).
-    public var changes: [String: PropertyChange]
-
-    public init(objectID: ManagedObjectID, entityName: String, changes: [String: PropertyChange]) {
-        self.objectID = objectID
-        self.entityName = entityName
-        self.changes = changes
-    }
-}
-
-/// One property's old and new value.
-public struct PropertyChange: @unchecked Sendable {
-    public var oldValue: Any?
-    public var newValue: Any?
-
-    public init(oldValue: Any?, newValue: Any?) {
-        self.oldValue = oldValue
-        self.newValue = newValue
-    }
-}

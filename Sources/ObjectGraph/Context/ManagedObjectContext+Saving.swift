@@ -216,7 +216,7 @@ extension ManagedObjectContext {
         var out: [ToManyChange] = []
         for rel in object.layout.relationships where rel.isToMany && !rel.isTransient && !object.unloadedToMany.contains(rel.name) {
             let members = object.storage[rel.name] as? [ManagedObject] ?? []
-            if onlyChanged && (!object.changedKeys.contains(rel.name) || ManagedObject.valuesEqual(members, object.committed[rel.name])) { continue }
+            if onlyChanged && (!object.changedKeys.contains(rel.name) || ManagedObject.valuesEqual(members, object.committed[rel.name], ordered: rel.isOrdered)) { continue }
             if !onlyChanged && members.isEmpty { continue }
             out.append(ToManyChange(objectID: finalID(object), relationship: rel, destinations: members.filter { !deletedSet.contains($0) }.map(finalID)))
         }

@@ -105,7 +105,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         var out: [String: Any] = [:]
         for key in changedKeys where layout.persistentKeySet.contains(key) {
             let now = storage[key]
-            if !ManagedObject.valuesEqual(now, committed[key]) { out[key] = ManagedObject.publicValue(now, layout.relationshipsByName[key]) ?? NSNull() }
+            if !ManagedObject.valuesEqual(now, committed[key], ordered: layout.relationshipsByName[key]?.isOrdered == true) { out[key] = ManagedObject.publicValue(now, layout.relationshipsByName[key]) ?? NSNull() }
         }
         return out
     }
@@ -262,13 +262,15 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     }
 
     /// Equality of stored representations: values by value, objects by identity.
-    static func valuesEqual(_ a: Any?, _ b: Any?) -> Bool {
+    /// Member lists compare as sets, or in order when `ordered`.
+    static func valuesEqual(_ a: Any?, _ b: Any?, ordered: Bool = false) -> Bool {
         switch (a, b) {
         case (nil, nil): return true
         case (nil, _), (_, nil): return false
         case let (x as ManagedObject, y as ManagedObject): return x === y
         case let (x as [ManagedObject], y as [ManagedObject]):
-            return x.count == y.count && zip(x, y).allSatisfy { $0 === $1 } || (x.count == y.count && Set(x) == Set(y))
+            guard x.count == y.count else { return false }
+            return ordered ? zip(x, y).allSatisfy { $0 === $1 } : Set(x) == Set(y)
         case (is ManagedObject, _), (_, is ManagedObject): return false
         default: return ModelValue.equal(a, b)
         }
@@ -290,17 +292,4 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     open var description: String {
         "<\(type(of: self)) \(entity.name) \(objectID)\(isFault ? " (fault)" : "")>"
     }
-}
-
-/// What changed an object's state wholesale, passed to
-/// `awake(fromSnapshotEvents:)` with Core Data's raw values (LIFE-16).
-public struct SnapshotEventType: OptionSet, Sendable {
-    public let rawValue: UInt
-    public init(rawValue: UInt) { self.rawValue = rawValue }
-    public static let undoInsertion = SnapshotEventType(rawValue: 1 << 1)
-    public static let undoDeletion = SnapshotEventType(rawValue: 1 << 2)
-    public static let undoUpdate = SnapshotEventType(rawValue: 1 << 3)
-    public static let rollback = SnapshotEventType(rawValue: 1 << 4)
-    public static let refresh = SnapshotEventType(rawValue: 1 << 5)
-    public static let mergePolicy = SnapshotEventType(rawValue: 1 << 6)
 }

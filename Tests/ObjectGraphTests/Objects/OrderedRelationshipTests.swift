@@ -31,6 +31,18 @@ import Testing
             let boss = try #require(try check.fetch(Company.request("Employee", where: "firstName == %@", "Grace")).first)
             let reports = try #require(try boss.value(forKey: "directReports") as? [ManagedObject])
             #expect(try reports.map { try $0.value(forKey: "firstName") as! String } == ["Bo", "Al"])
+            // A reorder alone is a change, and is saved.
+            try boss.mutableOrderedSetValue(forKey: "directReports").insert(reports[1], at: 0)
+            #expect(boss.changedValues()["directReports"] != nil)
+            try check.save()
+        }
+        let again = try PersistentStoreCoordinator(managedObjectModel: coordinator.managedObjectModel)
+        try again.addPersistentStore(ofType: "Binary", at: url)
+        let last = ManagedObjectContext(coordinator: again)
+        try last.performAndWait {
+            let boss = try #require(try last.fetch(Company.request("Employee", where: "firstName == %@", "Grace")).first)
+            let reports = try #require(try boss.value(forKey: "directReports") as? [ManagedObject])
+            #expect(try reports.map { try $0.value(forKey: "firstName") as! String } == ["Al", "Bo"])
         }
     }
 }

@@ -1,30 +1,5 @@
 import Foundation
 
-/// One change delivered to an observer of a managed object's key (KVO-01):
-/// old and new values for attributes and to-ones, the mutation kind and the
-/// objects involved for to-many changes (TM-08).
-public struct ObservedChange {
-    public enum Kind: Sendable { case setting, insertion, removal, replacement }
-    public let object: ManagedObject
-    public let key: String
-    public let kind: Kind
-    public let oldValue: Any?
-    public let newValue: Any?
-    /// For to-many mutations: the objects added or removed.
-    public let objects: [ManagedObject]
-}
-
-/// The kinds of set mutation a to-many change announces (TM-06).
-public enum SetMutationKind: Sendable { case union, minus, intersect, set }
-
-/// Keeps an observation alive; `cancel()` (or dropping every reference) ends it.
-public final class ObservationToken {
-    private var onCancel: (() -> Void)?
-    init(onCancel: @escaping () -> Void) { self.onCancel = onCancel }
-    public func cancel() { onCancel?(); onCancel = nil }
-    deinit { cancel() }
-}
-
 /// Change and access notification (KVO-*, DEP-*, ACC-07): the hooks
 /// generated accessors and KVC call, and custom accessors must call.
 extension ManagedObject {
