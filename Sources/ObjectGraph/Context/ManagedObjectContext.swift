@@ -252,7 +252,13 @@ public final class ManagedObjectContext: NSLocking {
         object.wasForgotten = true
     }
 
+    /// Drops the dead uniquing entry of a freed object. An object released
+    /// off the context's queue leaves its entry to be removed on the queue.
     func objectWillDeallocate(_ id: ManagedObjectID) {
+        guard isOnQueue else {
+            queue.async { [weak self] in self?.objectWillDeallocate(id) }
+            return
+        }
         if let entry = registry[id], entry.object == nil { registry[id] = nil }
     }
 
