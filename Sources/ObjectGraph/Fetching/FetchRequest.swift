@@ -47,6 +47,9 @@ public final class FetchRequest {
     /// Which objects match; nil fetches every object (MOC-FE-03). Evaluated
     /// on the objects' in-memory values (MOC-FE-05).
     public var predicate: FetchPredicate?
+    /// The predicate in format syntax, derived from `predicate` (read-only;
+    /// set `predicate` to change it). Kept for stores that compile formats.
+    public var predicateFormat: String? { predicate?.predicateFormat }
     /// The order of the results, first descriptor first (FR-06).
     public var sortDescriptors: [FetchSortDescriptor] = []
     /// 0 means no limit.
