@@ -47,9 +47,18 @@ public final class FetchRequest {
     /// Which objects match; nil fetches every object (MOC-FE-03). Evaluated
     /// on the objects' in-memory values (MOC-FE-05).
     public var predicate: FetchPredicate?
-    /// The predicate in format syntax, derived from `predicate` (read-only;
-    /// set `predicate` to change it). Kept for stores that compile formats.
-    public var predicateFormat: String? { predicate?.predicateFormat }
+    /// The predicate in format syntax, a view of `predicate`. Setting parses
+    /// the string and traps on invalid syntax, as `NSPredicate(format:)`
+    /// raises; to handle the error, set `predicate = try FetchPredicate(format:)`.
+    public var predicateFormat: String? {
+        get { predicate?.predicateFormat }
+        set {
+            guard let newValue, !newValue.isEmpty else { predicate = nil; return }
+            do { predicate = try FetchPredicate(format: newValue) } catch {
+                preconditionFailure("ObjectGraph: invalid predicate format '\(newValue)': \(error)")
+            }
+        }
+    }
     /// The order of the results, first descriptor first (FR-06).
     public var sortDescriptors: [FetchSortDescriptor] = []
     /// 0 means no limit.
