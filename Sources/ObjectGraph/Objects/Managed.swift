@@ -22,9 +22,10 @@ import Foundation
 /// record) is a programming error here and traps with the thrown error's
 /// message; use the throwing KVC methods to handle it instead.
 @propertyWrapper
-public struct Managed<Value> {
+public struct Managed<Value>: ManagedPropertyTagged {
     let explicitKey: String?
-    let marker = ManagedPropertyMarker()
+    /// Zero except while the property's name is being found by reflection.
+    var resolutionTag = 0
 
     public init(_ key: String? = nil) { self.explicitKey = key }
 
@@ -40,7 +41,7 @@ public struct Managed<Value> {
         storage storageKeyPath: ReferenceWritableKeyPath<Object, Managed<Value>>
     ) -> Value {
         get {
-            let key = object[keyPath: storageKeyPath].key(in: object, storageKeyPath)
+            let key = Self.key(in: object, storageKeyPath)
             let raw: Any?
             do { raw = try object.value(forKey: key) } catch { preconditionFailure("ObjectGraph: reading \(object.entity.name).\(key): \(error)") }
             if let raw, let typed = raw as? Value { return typed }
@@ -49,36 +50,46 @@ public struct Managed<Value> {
             preconditionFailure("ObjectGraph: \(object.entity.name).\(key) holds \(raw.map { "a \(type(of: $0))" } ?? "nil"), which a property of type \(Value.self) cannot represent; make the property optional or give the attribute a default")
         }
         set {
-            let key = object[keyPath: storageKeyPath].key(in: object, storageKeyPath)
+            let key = Self.key(in: object, storageKeyPath)
             do { try object.setValue(newValue, forKey: key) } catch { preconditionFailure("ObjectGraph: setting \(object.entity.name).\(key): \(error)") }
         }
     }
 
-    func key(in object: ManagedObject, _ storageKeyPath: AnyKeyPath) -> String {
-        if let explicitKey { return explicitKey }
-        return ManagedPropertyMarker.resolveKey(for: marker, storageKeyPath: storageKeyPath, in: object)
+    static func key<Object: ManagedObject>(in object: Object, _ storageKeyPath: ReferenceWritableKeyPath<Object, Managed<Value>>) -> String {
+        if let explicit = object[keyPath: storageKeyPath].explicitKey { return explicit }
+        if let cached = ManagedPropertyMarker.cachedKey(for: storageKeyPath) { return cached }
+        // Tag this declaration's storage, find the tagged child by reflection.
+        let tag = Int.random(in: 1...Int.max)
+        object[keyPath: storageKeyPath].resolutionTag = tag
+        defer { object[keyPath: storageKeyPath].resolutionTag = 0 }
+        return ManagedPropertyMarker.resolveKey(tag: tag, storageKeyPath: storageKeyPath, in: object)
     }
 }
 
-/// Identifies one `@Managed` declaration so its name can be found by reflection.
-final class ManagedPropertyMarker {
+/// The storage of a `@Managed` property, as reflection sees it.
+protocol ManagedPropertyTagged {
+    var resolutionTag: Int { get }
+}
+
+/// Finds and caches the names of `@Managed` properties, per declaration.
+enum ManagedPropertyMarker {
     private static let lock = NSLock()
     nonisolated(unsafe) private static var keys: [AnyKeyPath: String] = [:]
 
-    static func resolveKey(for marker: ManagedPropertyMarker, storageKeyPath: AnyKeyPath, in object: ManagedObject) -> String {
-        lock.lock()
-        if let hit = keys[storageKeyPath] { lock.unlock(); return hit }
-        lock.unlock()
+    static func cachedKey(for storageKeyPath: AnyKeyPath) -> String? {
+        lock.lock(); defer { lock.unlock() }
+        return keys[storageKeyPath]
+    }
+
+    static func resolveKey(tag: Int, storageKeyPath: AnyKeyPath, in object: ManagedObject) -> String {
         var mirror: Mirror? = Mirror(reflecting: object)
         while let current = mirror {
             for child in current.children {
-                guard let label = child.label, label.hasPrefix("_") else { continue }
-                let inner = Mirror(reflecting: child.value)
-                if inner.children.contains(where: { ($0.value as? ManagedPropertyMarker) === marker }) {
-                    let key = String(label.dropFirst())
-                    lock.lock(); keys[storageKeyPath] = key; lock.unlock()
-                    return key
-                }
+                guard let label = child.label, label.hasPrefix("_"),
+                      let tagged = child.value as? ManagedPropertyTagged, tagged.resolutionTag == tag else { continue }
+                let key = String(label.dropFirst())
+                lock.lock(); keys[storageKeyPath] = key; lock.unlock()
+                return key
             }
             mirror = current.superclassMirror
         }
