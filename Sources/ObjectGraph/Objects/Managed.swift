@@ -47,6 +47,9 @@ public struct Managed<Value>: ManagedPropertyTagged {
             if let raw, let typed = raw as? Value { return typed }
             if raw == nil, let nilType = Value.self as? ExpressibleByNilLiteral.Type { return nilType.init(nilLiteral: ()) as! Value }
             if let raw, let typed = ManagedPropertyMarker.convertCollection(raw, to: Value.self) { return typed }
+            if raw is Set<ManagedObject> || raw is [ManagedObject] {
+                preconditionFailure("ObjectGraph: \(object.entity.name).\(key) holds objects that are not all of the element type of \(Value.self) (is every destination's class registered?)")
+            }
             preconditionFailure("ObjectGraph: \(object.entity.name).\(key) holds \(raw.map { "a \(type(of: $0))" } ?? "nil"), which a property of type \(Value.self) cannot represent; make the property optional or give the attribute a default")
         }
         set {
