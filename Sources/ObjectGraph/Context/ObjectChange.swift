@@ -1,4 +1,8 @@
 /// One object's part of a change set.
+///
+/// ```swift
+/// for change in changeSet.updated where change.changes["salary"] != nil { audit(change.objectID) }
+/// ```
 public struct ObjectChange: @unchecked Sendable {
     public var objectID: ManagedObjectID
     public var entityName: String

@@ -1,4 +1,8 @@
-/// One property's old and new value.
+/// One property's old and new value; relationships hold object IDs.
+///
+/// ```swift
+/// if let salary = change.changes["salary"] { print(salary.oldValue ?? "nil", "→", salary.newValue ?? "nil") }
+/// ```
 public struct PropertyChange: @unchecked Sendable {
     public var oldValue: Any?
     public var newValue: Any?

@@ -1,5 +1,12 @@
 /// What changed an object's state wholesale, passed to
 /// `awake(fromSnapshotEvents:)` with Core Data's raw values (LIFE-16).
+///
+/// ```swift
+/// override func awake(fromSnapshotEvents events: SnapshotEventType) {
+///     super.awake(fromSnapshotEvents: events)
+///     if events.contains(.undoDeletion) { rebuildCaches() }
+/// }
+/// ```
 public struct SnapshotEventType: OptionSet, Sendable {
     public let rawValue: UInt
     public init(rawValue: UInt) { self.rawValue = rawValue }
