@@ -9,6 +9,13 @@ import Glibc
 /// store, so a crash leaves the old file or the new one, never half of one.
 /// A file that is not a store of this type fails to open with 134010 (wrong
 /// type) or 259 (corrupt), and is never written.
+///
+/// ```swift
+/// final class ArchiveStore: PropertyListAtomicStore {
+///     override class var storeType: String { "Archive" }
+///     override class var fileFormat: PropertyListSerialization.PropertyListFormat { .binary }
+/// }
+/// ```
 open class PropertyListAtomicStore: AtomicStore {
     /// The property-list format this store class writes and accepts.
     open class var fileFormat: PropertyListSerialization.PropertyListFormat { .xml }
