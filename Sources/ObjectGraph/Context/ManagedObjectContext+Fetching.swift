@@ -76,15 +76,28 @@ extension ManagedObjectContext {
         func fits(_ e: EntityDescription) -> Bool { request.includesSubentities ? e.isKindOf(entity: entity) : e === entity }
 
         let snapshots = try persistentStoreCoordinator.fetchSnapshots(for: entity, request: request)
+        // Rows of records not loaded here are filtered before any object is
+        // made when the predicate reads only attributes (RowPredicateFilter).
+        let rowFilter = request.predicate.flatMap { RowPredicateFilter($0, entity: entity) }
         var seen = Set<ObjectIdentifier>()
+        var prematched = Set<ObjectIdentifier>()
         var candidates: [ManagedObject] = []
         candidates.reserveCapacity(snapshots.count + insertedSet.count)
         for snapshot in snapshots {
-            let object = objectForID(snapshot.objectID)
+            let registered = registry[snapshot.objectID]?.object
+            var rowMatched = false
+            if let rowFilter, registered == nil || registered!.isFault {
+                guard try rowFilter.matches(snapshot.values) else { continue }
+                rowMatched = true
+            }
+            let object = registered ?? objectForID(snapshot.objectID)
             if object.isFault && !request.returnsObjectsAsFaults {
                 object.load(values: values(from: snapshot), version: snapshot.version, context: self)
             }
-            if seen.insert(ObjectIdentifier(object)).inserted { candidates.append(object) }
+            if seen.insert(ObjectIdentifier(object)).inserted {
+                candidates.append(object)
+                if rowMatched { prematched.insert(ObjectIdentifier(object)) }
+            }
         }
         if request.includesPendingChanges {
             candidates.removeAll { deletedSet.contains($0) }
@@ -92,7 +105,7 @@ extension ManagedObjectContext {
                 candidates.append(object)
             }
         }
-        var result = try candidates.filter { try matches(request, $0) }
+        var result = try candidates.filter { try prematched.contains(ObjectIdentifier($0)) || matches(request, $0) }
         if !request.sortDescriptors.isEmpty {
             result = try FetchSortDescriptor.sort(result, using: request.sortDescriptors)
         }
