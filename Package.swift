@@ -66,6 +66,7 @@ let package = Package(
             name: "storesync-bench",
             dependencies: [
                 "ObjectGraph",
+                "CSQLite",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swift5

@@ -9,6 +9,7 @@ struct StoreSyncBench: ParsableCommand {
         abstract: "Benchmarks for StoreSync. Build with -c release before trusting the numbers.",
         subcommands: [
             PredicateBenchmark.self,
+            SQLiteBenchmark.self,
         ]
     )
 }

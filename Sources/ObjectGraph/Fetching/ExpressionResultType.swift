@@ -1,30 +1,16 @@
 import Foundation
 
-/// The type of a computed column, numbered as Core Data's attribute types
-/// (`NSAttributeType`, including objectID = 2000) so it can be unified with
-/// the model's `AttributeType` (XD-04).
+/// The type of a computed column: Core Data types an expression description's
+/// result with the attribute types (`NSAttributeType`, including objectID =
+/// 2000), so this is the model's `AttributeType` (XD-04).
 ///
 /// ```swift
 /// ExpressionResultType.integer64.rawValue // 300
 /// try ExpressionResultType.integer64.coerce(42) as? Int64 // 42
 /// ```
-public enum ExpressionResultType: Int, CaseIterable, Hashable, Sendable {
-    case undefined = 0
-    case integer16 = 100
-    case integer32 = 200
-    case integer64 = 300
-    case decimal = 400
-    case double = 500
-    case float = 600
-    case string = 700
-    case boolean = 800
-    case date = 900
-    case binaryData = 1000
-    case uuid = 1100
-    case uri = 1200
-    case transformable = 1800
-    case objectID = 2000
+public typealias ExpressionResultType = AttributeType
 
+extension AttributeType {
     /// Converts an evaluated value to this type's Swift type (Int16, Int32,
     /// Int64, Decimal, Double, Float, String, Bool, Date, Data, UUID, URL).
     /// `undefined`, `transformable` and `objectID` pass values through.

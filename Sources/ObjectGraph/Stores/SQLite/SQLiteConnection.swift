@@ -1,0 +1,280 @@
+import CSQLite
+import Foundation
+
+/// A connection to one SQLite database file: the little the SQLite store
+/// needs from SQLite's C API, not a general database layer.
+///
+/// Errors are Core Data errors (134180 `NSSQLiteError`, or 134090 when the
+/// file stays locked past the busy timeout) carrying the raw SQLite result
+/// code as an `NSError` in `NSSQLiteErrorDomain` under the underlying-error
+/// key (CONST-ED-01).
+///
+/// ```swift
+/// let db = try SQLiteConnection(path: "/tmp/Store.sqlite", mode: .readWriteCreate)
+/// try db.transaction {
+///     try db.run("UPDATE Z_PRIMARYKEY SET Z_MAX = Z_MAX + 1 WHERE Z_ENT = ?", [.integer(2)])
+/// }
+/// let version = try db.dataVersion()
+/// ```
+public final class SQLiteConnection {
+    public enum OpenMode: Sendable {
+        case readOnly
+        case readWrite
+        case readWriteCreate
+    }
+
+    public let path: String
+    public let mode: OpenMode
+    private var handle: OpaquePointer?
+    private var statementCache: [String: SQLiteStatement] = [:]
+    private var transactionDepth = 0
+
+    /// Opens the file. `busyTimeout` is how long a statement waits for another
+    /// connection's lock before failing with 134090; `journalMode` ("WAL" by
+    /// default, as Core Data uses) is applied only to writable connections.
+    public init(path: String, mode: OpenMode, busyTimeout: TimeInterval = 5, journalMode: String? = "WAL") throws {
+        self.path = path
+        self.mode = mode
+        var flags: Int32 = SQLITE_OPEN_NOMUTEX
+        switch mode {
+        case .readOnly: flags |= SQLITE_OPEN_READONLY
+        case .readWrite: flags |= SQLITE_OPEN_READWRITE
+        case .readWriteCreate: flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
+        }
+        var db: OpaquePointer?
+        let rc = sqlite3_open_v2(path, &db, flags, nil)
+        handle = db
+        if rc != SQLITE_OK {
+            let err = error(rc, context: "opening \(path)")
+            sqlite3_close_v2(db)
+            handle = nil
+            throw err
+        }
+        sqlite3_extended_result_codes(db, 0)
+        sqlite3_busy_timeout(db, Int32(max(0, min(busyTimeout * 1000, Double(Int32.max)))))
+        if mode != .readOnly, let journalMode {
+            _ = try query("PRAGMA journal_mode=\(journalMode)")
+        }
+    }
+
+    deinit { close() }
+
+    /// Finalises cached statements and closes the file.
+    public func close() {
+        statementCache.removeAll()
+        if let handle { sqlite3_close_v2(handle) }
+        handle = nil
+    }
+
+    public var isOpen: Bool { handle != nil }
+
+    // MARK: - Statements
+
+    /// A prepared statement for `sql`, from the cache when it was prepared before.
+    public func prepare(_ sql: String) throws -> SQLiteStatement {
+        if let cached = statementCache[sql] { return cached }
+        let statement = try prepareUncached(sql)
+        statementCache[sql] = statement
+        return statement
+    }
+
+    /// A statement that is not cached: for SQL run once (schema creation).
+    public func prepareUncached(_ sql: String) throws -> SQLiteStatement {
+        guard let handle else { throw CoreDataError(.sqlite, "connection to \(path) is closed") }
+        var stmt: OpaquePointer?
+        let rc = sqlite3_prepare_v2(handle, sql, -1, &stmt, nil)
+        guard rc == SQLITE_OK, let stmt else {
+            sqlite3_finalize(stmt)
+            throw error(rc == SQLITE_OK ? SQLITE_MISUSE : rc, context: sql)
+        }
+        return SQLiteStatement(handle: stmt, sql: sql, connection: self)
+    }
+
+    /// Runs one statement with bound values and returns its rows.
+    @discardableResult
+    public func query(_ sql: String, _ values: [SQLiteValue] = []) throws -> [[SQLiteValue]] {
+        try prepare(sql).query(values)
+    }
+
+    /// Runs one statement with bound values, ignoring any rows.
+    public func run(_ sql: String, _ values: [SQLiteValue] = []) throws {
+        try prepare(sql).run(values)
+    }
+
+    /// Runs SQL text that may hold several statements, without binding.
+    public func execute(_ sql: String) throws {
+        guard let handle else { throw CoreDataError(.sqlite, "connection to \(path) is closed") }
+        let rc = sqlite3_exec(handle, sql, nil, nil, nil)
+        if rc != SQLITE_OK { throw error(rc, context: sql) }
+    }
+
+    /// Rows changed by the last INSERT, UPDATE or DELETE.
+    public var changes: Int { handle.map { Int(sqlite3_changes($0)) } ?? 0 }
+
+    // MARK: - Transactions
+
+    /// Runs `body` in a transaction, committing when it returns and rolling
+    /// back when it throws. Writers use BEGIN IMMEDIATE so the write lock is
+    /// taken up front: a deferred transaction that later upgrades can fail
+    /// with SQLITE_BUSY without waiting, after work was already done.
+    /// Nested calls join the outer transaction.
+    public func transaction<T>(immediate: Bool = true, _ body: () throws -> T) throws -> T {
+        if transactionDepth > 0 {
+            transactionDepth += 1
+            defer { transactionDepth -= 1 }
+            return try body()
+        }
+        try execute(immediate ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED")
+        transactionDepth = 1
+        do {
+            let result = try body()
+            try execute("COMMIT")
+            transactionDepth = 0
+            return result
+        } catch {
+            transactionDepth = 0
+            try? execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    public var isInTransaction: Bool { transactionDepth > 0 }
+
+    /// SQLite's `PRAGMA data_version`: changes when another connection commits
+    /// to the file, so a store can tell whether its caches are stale.
+    public func dataVersion() throws -> Int64 {
+        try query("PRAGMA data_version").first?.first?.int64Value ?? 0
+    }
+
+    // MARK: - Swift functions and collations
+
+    /// Boxes keep registered Swift closures alive as long as the connection.
+    private final class FunctionBox {
+        let body: ([SQLiteValue]) throws -> SQLiteValue
+        init(_ body: @escaping ([SQLiteValue]) throws -> SQLiteValue) { self.body = body }
+    }
+    private final class CollationBox {
+        let compare: (String, String) -> ComparisonResult
+        init(_ compare: @escaping (String, String) -> ComparisonResult) { self.compare = compare }
+    }
+    private var functionBoxes: [FunctionBox] = []
+    private var collationBoxes: [CollationBox] = []
+
+    /// Makes a Swift function callable from SQL on this connection, so SQL can
+    /// use exactly the semantics Swift code uses (string folding, matching).
+    /// `argumentCount` -1 accepts any number. A thrown error becomes a SQL error.
+    ///
+    /// ```swift
+    /// try db.createFunction("og_reverse", argumentCount: 1) { args in
+    ///     .text(String((args[0].stringValue ?? "").reversed()))
+    /// }
+    /// try db.query("SELECT og_reverse('abc')")   // [[.text("cba")]]
+    /// ```
+    public func createFunction(_ name: String, argumentCount: Int32, deterministic: Bool = true,
+                               _ body: @escaping ([SQLiteValue]) throws -> SQLiteValue) throws {
+        guard let handle else { throw CoreDataError(.sqlite, "connection to \(path) is closed") }
+        let box = FunctionBox(body)
+        functionBoxes.append(box)
+        let flags = SQLITE_UTF8 | (deterministic ? SQLITE_DETERMINISTIC : 0)
+        let rc = sqlite3_create_function_v2(handle, name, argumentCount, flags, Unmanaged.passUnretained(box).toOpaque(), { context, count, arguments in
+            guard let context, let user = sqlite3_user_data(context) else { return }
+            let box = Unmanaged<FunctionBox>.fromOpaque(user).takeUnretainedValue()
+            var values: [SQLiteValue] = []
+            values.reserveCapacity(Int(count))
+            for i in 0..<Int(count) {
+                guard let value = arguments?[i] else { values.append(.null); continue }
+                values.append(SQLiteConnection.value(of: value))
+            }
+            do {
+                switch try box.body(values) {
+                case .null: sqlite3_result_null(context)
+                case .integer(let v): sqlite3_result_int64(context, v)
+                case .real(let v): sqlite3_result_double(context, v)
+                case .text(let s): sqlite3_result_text(context, s, -1, SQLiteConnection.transient)
+                case .blob(let d):
+                    d.withUnsafeBytes { buffer in
+                        if let base = buffer.baseAddress, buffer.count > 0 {
+                            sqlite3_result_blob(context, base, Int32(buffer.count), SQLiteConnection.transient)
+                        } else {
+                            sqlite3_result_zeroblob(context, 0)
+                        }
+                    }
+                }
+            } catch {
+                sqlite3_result_error(context, "\(error)", -1)
+            }
+        }, nil, nil, nil)
+        if rc != SQLITE_OK { throw self.error(rc, context: "registering function \(name)") }
+    }
+
+    /// Registers a collation that orders text with a Swift comparison.
+    ///
+    /// ```swift
+    /// try db.createCollation("SWIFT") { a, b in a == b ? .orderedSame : (a < b ? .orderedAscending : .orderedDescending) }
+    /// try db.query("SELECT 1 WHERE 'e\u{301}' = 'é' COLLATE SWIFT")   // one row
+    /// ```
+    public func createCollation(_ name: String, _ compare: @escaping (String, String) -> ComparisonResult) throws {
+        guard let handle else { throw CoreDataError(.sqlite, "connection to \(path) is closed") }
+        let box = CollationBox(compare)
+        collationBoxes.append(box)
+        let rc = sqlite3_create_collation_v2(handle, name, SQLITE_UTF8, Unmanaged.passUnretained(box).toOpaque(), { user, lengthA, a, lengthB, b in
+            guard let user else { return 0 }
+            let box = Unmanaged<CollationBox>.fromOpaque(user).takeUnretainedValue()
+            let left = a.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: Int(lengthA)), as: UTF8.self) } ?? ""
+            let right = b.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: Int(lengthB)), as: UTF8.self) } ?? ""
+            switch box.compare(left, right) {
+            case .orderedAscending: return -1
+            case .orderedSame: return 0
+            case .orderedDescending: return 1
+            }
+        }, nil)
+        if rc != SQLITE_OK { throw self.error(rc, context: "registering collation \(name)") }
+    }
+
+    fileprivate static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+    fileprivate static func value(of value: OpaquePointer) -> SQLiteValue {
+        switch sqlite3_value_type(value) {
+        case SQLITE_INTEGER: return .integer(sqlite3_value_int64(value))
+        case SQLITE_FLOAT: return .real(sqlite3_value_double(value))
+        case SQLITE_TEXT:
+            guard let text = sqlite3_value_text(value) else { return .text("") }
+            return .text(String(decoding: UnsafeBufferPointer(start: text, count: Int(sqlite3_value_bytes(value))), as: UTF8.self))
+        case SQLITE_BLOB:
+            let count = Int(sqlite3_value_bytes(value))
+            guard count > 0, let bytes = sqlite3_value_blob(value) else { return .blob(Data()) }
+            return .blob(Data(bytes: bytes, count: count))
+        default: return .null
+        }
+    }
+
+    // MARK: - Errors
+
+    /// A Core Data error for SQLite result code `rc`, with the raw code under
+    /// the underlying-error key.
+    func error(_ rc: Int32, context: String) -> CoreDataError {
+        let primary = rc & 0xff
+        let sqliteMessage: String
+        if let handle, let msg = sqlite3_errmsg(handle) {
+            sqliteMessage = String(cString: msg)
+        } else {
+            sqliteMessage = String(cString: sqlite3_errstr(rc))
+        }
+        let underlying = NSError(domain: CoreDataError.sqliteErrorDomain, code: Int(primary),
+                                 userInfo: [NSLocalizedDescriptionKey: sqliteMessage])
+        let code: CoreDataError.Code = (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) ? .persistentStoreTimeout : .sqlite
+        return CoreDataError(code, "SQLite error \(primary) (\(sqliteMessage)) for \(context)", userInfo: [
+            CoreDataError.underlyingErrorKey: underlying,
+            CoreDataError.filePathErrorKey: path,
+        ])
+    }
+}
+
+extension CoreDataError {
+    /// The SQLite result code carried under the underlying-error key, if any.
+    public var sqliteResultCode: Int? {
+        guard let underlying = userInfo[CoreDataError.underlyingErrorKey] as? NSError,
+              underlying.domain == CoreDataError.sqliteErrorDomain else { return nil }
+        return underlying.code
+    }
+}

@@ -1,0 +1,447 @@
+import Foundation
+
+/// Compiles a `FetchPredicate` into a SQL condition over Core Data's layout,
+/// with the in-memory evaluator's semantics: nil equals only nil, ordering
+/// with nil is false, kinds that differ are unequal, and strings compare as
+/// Swift compares them (a collation and functions registered on the store's
+/// connection run the evaluator's own string code). Every condition it emits
+/// is two-valued (0 or 1, never NULL), so NOT means what it means in memory.
+///
+/// Whatever it cannot translate exactly (functions, arithmetic, SUBQUERY,
+/// variables, key-path-to-key-path comparisons, decimals, transformables,
+/// comparisons the evaluator would reject) makes `compile` return nil, and
+/// the store falls back to returning a superset for the coordinator to filter.
+///
+/// ```swift
+/// var compiler = SQLitePredicateCompiler(schema: schema)
+/// if let condition = compiler.compile(try FetchPredicate(format: "bot.name BEGINSWITH[c] %@", "crazy"), for: integration) {
+///     condition.sql        // og_strop(?1, ?2, t1.ZNAME, ?3)
+///     condition.joins      // ["LEFT JOIN ZBOT t1 ON t1.Z_PK = t0.ZBOT"]
+/// }
+/// ```
+struct SQLitePredicateCompiler {
+    struct Condition {
+        var sql: String
+        var joins: [String]
+        var bindings: [SQLiteValue]
+    }
+
+    static let collation = "OGSTRING"
+    static let foldFunction = "og_fold"
+    static let stringOperatorFunction = "og_strop"
+
+    let schema: SQLiteSchema
+    private var bindings: [SQLiteValue] = []
+    /// Joins per nesting level: the outer query, then each EXISTS subquery.
+    private var joinFrames: [[String]] = [[]]
+    private var joinAliases: [String: String] = [:]
+    private var aliasCount = 0
+
+    init(schema: SQLiteSchema) {
+        self.schema = schema
+    }
+
+    /// The condition for rows of `entity`'s table aliased `t0`, or nil when
+    /// the predicate cannot be compiled exactly.
+    mutating func compile(_ predicate: FetchPredicate, for entity: SQLiteSchema.EntityMapping) -> Condition? {
+        bindings = []
+        joinFrames = [[]]
+        joinAliases = [:]
+        aliasCount = 0
+        guard let sql = self.predicate(predicate, Scope(alias: "t0", entity: entity.entity)) else { return nil }
+        return Condition(sql: sql, joins: joinFrames[0], bindings: bindings)
+    }
+
+    private struct Scope {
+        let alias: String
+        let entity: EntityDescription
+    }
+
+    private mutating func bind(_ value: SQLiteValue) -> String {
+        bindings.append(value)
+        return "?\(bindings.count)"
+    }
+
+    private mutating func newAlias() -> String {
+        aliasCount += 1
+        return "t\(aliasCount)"
+    }
+
+    // MARK: Predicates
+
+    private mutating func predicate(_ p: FetchPredicate, _ scope: Scope) -> String? {
+        switch p {
+        case .truePredicate: return "1"
+        case .falsePredicate: return "0"
+        case let .and(items):
+            if items.isEmpty { return "1" }
+            var parts: [String] = []
+            for item in items {
+                guard let part = predicate(item, scope) else { return nil }
+                parts.append("(\(part))")
+            }
+            return parts.joined(separator: " AND ")
+        case let .or(items):
+            if items.isEmpty { return "0" }
+            var parts: [String] = []
+            for item in items {
+                guard let part = predicate(item, scope) else { return nil }
+                parts.append("(\(part))")
+            }
+            return parts.joined(separator: " OR ")
+        case let .not(inner):
+            guard let part = predicate(inner, scope) else { return nil }
+            return "NOT (\(part))"
+        case let .comparison(c):
+            return comparison(c, scope)
+        }
+    }
+
+    // MARK: Key paths
+
+    private enum Operand {
+        case column(String, AttributeDescription)
+        case foreignKey(String, RelationshipDescription)
+        case count(String)
+        case toMany(Scope, RelationshipDescription, rest: [String])
+    }
+
+    private func mapping(_ entity: EntityDescription) -> SQLiteSchema.EntityMapping? { schema.entity(named: entity.name) }
+
+    /// Resolves a key path from `scope`, adding LEFT JOINs for to-one hops to
+    /// the current join frame.
+    private mutating func resolve(_ path: [String], _ scope: Scope) -> Operand? {
+        var scope = scope
+        var index = 0
+        while index < path.count {
+            let key = path[index]
+            let isLast = index == path.count - 1
+            guard let mapping = mapping(scope.entity), let property = scope.entity.propertiesByName[key], !property.isTransient else { return nil }
+            if let attribute = property as? AttributeDescription {
+                guard isLast, let column = mapping.columnsByProperty[attribute.name] else { return nil }
+                return .column("\(scope.alias).\(column)", attribute)
+            }
+            guard let rel = property as? RelationshipDescription, let destination = rel.destinationEntity,
+                  let destMapping = self.mapping(destination) else { return nil }
+            if rel.isToMany {
+                let rest = Array(path[(index + 1)...])
+                if rest == ["@count"] {
+                    guard let source = toManySource(rel, owner: scope) else { return nil }
+                    return .count("(SELECT COUNT(*) FROM \(source.from) WHERE \(source.correlation))")
+                }
+                return .toMany(scope, rel, rest: rest)
+            }
+            guard let column = mapping.columnsByProperty[rel.name] else { return nil }
+            if isLast { return .foreignKey("\(scope.alias).\(column)", rel) }
+            let joinKey = "\(scope.alias).\(column)"
+            let alias: String
+            if let existing = joinAliases[joinKey] {
+                alias = existing
+            } else {
+                alias = newAlias()
+                joinAliases[joinKey] = alias
+                joinFrames[joinFrames.count - 1].append("LEFT JOIN \(destMapping.tableName) \(alias) ON \(alias).Z_PK = \(scope.alias).\(column)")
+            }
+            scope = Scope(alias: alias, entity: destination)
+            index += 1
+        }
+        return nil
+    }
+
+    /// FROM and correlation for the rows of a to-many relationship of the
+    /// row aliased `owner.alias`; the destination rows are aliased `alias`.
+    private mutating func toManySource(_ rel: RelationshipDescription, owner: Scope) -> (from: String, correlation: String, alias: String)? {
+        guard let destination = rel.destinationEntity, let destMapping = mapping(destination), let ownerEntity = rel.entity else { return nil }
+        let alias = newAlias()
+        let entityFilter = destMapping.numbersIncludingSubentities.count == 1
+            ? "\(alias).Z_ENT = \(destMapping.number)"
+            : "\(alias).Z_ENT IN (\(destMapping.numbersIncludingSubentities.map(String.init).joined(separator: ", ")))"
+        if let join = schema.joinTable(for: rel) {
+            let (mine, theirs) = join.relationship === rel ? (join.firstColumn, join.secondColumn) : (join.secondColumn, join.firstColumn)
+            let j = newAlias()
+            return ("\(join.name) \(j) JOIN \(destMapping.tableName) \(alias) ON \(alias).Z_PK = \(j).\(theirs)",
+                    "\(j).\(mine) = \(owner.alias).Z_PK AND \(entityFilter)", alias)
+        }
+        if let inverse = rel.inverseRelationship, !inverse.isToMany, let column = destMapping.columnsByProperty[inverse.name] {
+            var correlation = "\(alias).\(column) = \(owner.alias).Z_PK AND \(entityFilter)"
+            if let entityColumn = destMapping.entityColumnsByRelationship[inverse.name], let ownerMapping = mapping(owner.entity) {
+                // The owner row may be of a sub-entity; match any entity of its hierarchy below the declaring one.
+                let numbers = mapping(ownerEntity)?.numbersIncludingSubentities ?? [ownerMapping.number]
+                correlation += " AND \(alias).\(entityColumn) IN (\(numbers.map(String.init).joined(separator: ", ")))"
+            }
+            return ("\(destMapping.tableName) \(alias)", correlation, alias)
+        }
+        if let hidden = schema.hiddenOwnerColumns["\(ownerEntity.name).\(rel.name)"] {
+            return ("\(hidden.table) \(alias)", "\(alias).\(hidden.column) = \(owner.alias).Z_PK AND \(entityFilter)", alias)
+        }
+        return nil
+    }
+
+    // MARK: Comparisons
+
+    private static func flipped(_ op: FetchComparison.Operator) -> FetchComparison.Operator? {
+        switch op {
+        case .equalTo, .notEqualTo: return op
+        case .lessThan: return .greaterThan
+        case .lessThanOrEqualTo: return .greaterThanOrEqualTo
+        case .greaterThan: return .lessThan
+        case .greaterThanOrEqualTo: return .lessThanOrEqualTo
+        default: return nil
+        }
+    }
+
+    private static func keyPath(_ e: FetchExpression) -> [String]? {
+        switch e.normalized {
+        case let .keyPath(path): return path
+        default: return nil
+        }
+    }
+
+    private static func constant(_ e: FetchExpression) -> FetchValue? {
+        if case let .constant(v) = e { return v }
+        return nil
+    }
+
+    private mutating func comparison(_ c: FetchComparison, _ scope: Scope) -> String? {
+        var op = c.operatorType
+        var path = Self.keyPath(c.left)
+        var right = c.right
+        if path == nil, c.modifier == .direct, let flippedOp = Self.flipped(op), let p = Self.keyPath(c.right), Self.constant(c.left) != nil {
+            path = p
+            right = c.left
+            op = flippedOp
+        }
+        guard let path, let operand = resolve(path, scope) else { return nil }
+        switch c.modifier {
+        case .direct:
+            return direct(operand, op, right, c.options)
+        case .any, .all:
+            guard case let .toMany(owner, rel, rest) = operand, !rest.isEmpty else { return nil }
+            guard let source = toManySource(rel, owner: owner), let destination = rel.destinationEntity else { return nil }
+            joinFrames.append([])
+            let inner = resolve(rest, Scope(alias: source.alias, entity: destination))
+            let condition = inner.flatMap { direct($0, op, right, c.options) }
+            let joins = joinFrames.removeLast()
+            guard let condition else { return nil }
+            let from = ([source.from] + joins).joined(separator: " ")
+            if c.modifier == .any {
+                return "EXISTS (SELECT 1 FROM \(from) WHERE \(source.correlation) AND (\(condition)))"
+            }
+            return "NOT EXISTS (SELECT 1 FROM \(from) WHERE \(source.correlation) AND NOT (\(condition)))"
+        }
+    }
+
+    /// How the evaluator sees a column's values.
+    private enum Kind {
+        case number, string, date, uuid, data, url
+    }
+
+    private static func kind(of attribute: AttributeDescription) -> Kind? {
+        switch attribute.attributeType {
+        case .integer16, .integer32, .integer64, .boolean, .float, .double: return .number
+        case .string: return .string
+        case .date: return .date
+        case .uuid: return .uuid
+        case .binaryData: return .data
+        case .uri: return .url
+        case .decimal, .transformable, .undefined, .objectID: return nil
+        }
+    }
+
+    /// The bound value for a constant compared with a column of kind `kind`.
+    private enum Bound {
+        case value(SQLiteValue)
+        /// The evaluator finds the kinds unequal (and rejects ordering them).
+        case unequal
+        /// The evaluator's answer depends on number semantics SQL cannot
+        /// reproduce exactly (decimals, NaN): do not compile.
+        case unknown
+    }
+
+    private static func bound(_ value: FetchValue, as kind: Kind) -> Bound {
+        switch (kind, value) {
+        case (.number, .int(let v)): return .value(.integer(v))
+        case (.number, .bool(let v)): return .value(.integer(v ? 1 : 0))
+        case (.number, .double(let v)): return v.isNaN ? .unknown : .value(.real(v))
+        case (.number, .decimal): return .unknown
+        case (.string, .string(let v)): return .value(.text(v))
+        case (.date, .date(let v)): return .value(.real(v.timeIntervalSinceReferenceDate))
+        case (.uuid, .uuid(let v)): return .value(.blob(withUnsafeBytes(of: v.uuid) { Data($0) }))
+        case (.data, .data(let v)): return .value(.blob(v))
+        case (.url, .url(let v)): return .value(.text(v.absoluteString))
+        case (_, .object), (_, .other): return .unknown
+        default: return .unequal
+        }
+    }
+
+    private static func sqlValue(_ value: FetchValue, as kind: Kind) -> SQLiteValue? {
+        if case let .value(v) = bound(value, as: kind) { return v }
+        return nil
+    }
+
+    private static func isNull(_ value: FetchValue) -> Bool {
+        if case .null = value { return true }
+        return false
+    }
+
+    private mutating func direct(_ operand: Operand, _ op: FetchComparison.Operator, _ right: FetchExpression,
+                                 _ options: FetchComparison.Options) -> String? {
+        switch operand {
+        case .toMany:
+            return nil
+        case let .foreignKey(column, _):
+            guard let value = Self.constant(right), Self.isNull(value) else { return nil }
+            switch op {
+            case .equalTo: return "\(column) IS NULL"
+            case .notEqualTo: return "\(column) IS NOT NULL"
+            default: return nil
+            }
+        case let .count(sql):
+            guard let value = Self.constant(right) else { return nil }
+            switch op {
+            case .equalTo, .notEqualTo, .lessThan, .lessThanOrEqualTo, .greaterThan, .greaterThanOrEqualTo:
+                guard let bound = Self.sqlValue(value, as: .number) else {
+                    if Self.isNull(value) { return op == .notEqualTo ? "1" : "0" }
+                    return nil
+                }
+                return "coalesce(\(sql) \(Self.sqlOperator(op)) \(bind(bound)), 0)"
+            default: return nil
+            }
+        case let .column(column, attribute):
+            guard let kind = Self.kind(of: attribute) else { return nil }
+            return columnComparison(column, kind, op, right, options)
+        }
+    }
+
+    private static func sqlOperator(_ op: FetchComparison.Operator) -> String {
+        switch op {
+        case .lessThan: return "<"
+        case .lessThanOrEqualTo: return "<="
+        case .greaterThan: return ">"
+        case .greaterThanOrEqualTo: return ">="
+        case .notEqualTo: return "!="
+        default: return "="
+        }
+    }
+
+    /// The column as compared: folded for [c]/[d] strings.
+    private mutating func subject(_ column: String, _ kind: Kind, _ options: FetchComparison.Options) -> String {
+        guard kind == .string, options.contains(.caseInsensitive) || options.contains(.diacriticInsensitive) else { return column }
+        return "\(Self.foldFunction)(\(bind(.integer(Int64(options.rawValue)))), \(column))"
+    }
+
+    private mutating func boundConstant(_ value: SQLiteValue, _ kind: Kind, _ options: FetchComparison.Options) -> String {
+        if kind == .string, case .text(let s) = value {
+            return "\(bind(.text(StringComparison.fold(s, options)))) COLLATE \(Self.collation)"
+        }
+        return bind(value)
+    }
+
+    private mutating func equality(_ column: String, _ kind: Kind, _ value: FetchValue, _ options: FetchComparison.Options) -> String? {
+        if Self.isNull(value) { return "\(column) IS NULL" }
+        switch Self.bound(value, as: kind) {
+        case .unequal: return "0"
+        case .unknown: return nil
+        case let .value(bound):
+            let lhs = subject(column, kind, options)
+            return "coalesce(\(lhs) = \(boundConstant(bound, kind, options)), 0)"
+        }
+    }
+
+    private mutating func columnComparison(_ column: String, _ kind: Kind, _ op: FetchComparison.Operator,
+                                           _ right: FetchExpression, _ options: FetchComparison.Options) -> String? {
+        switch op {
+        case .equalTo, .notEqualTo:
+            guard let value = Self.constant(right) else { return nil }
+            // Strings with options other than [n] fold; other kinds ignore options.
+            guard let eq = equality(column, kind, value, options) else { return nil }
+            return op == .equalTo ? eq : "NOT (\(eq))"
+        case .lessThan, .lessThanOrEqualTo, .greaterThan, .greaterThanOrEqualTo:
+            guard let value = Self.constant(right) else { return nil }
+            if Self.isNull(value) { return "0" }
+            guard kind == .number || kind == .string || kind == .date, let bound = Self.sqlValue(value, as: kind) else { return nil }
+            let lhs = subject(column, kind, options)
+            return "coalesce(\(lhs) \(Self.sqlOperator(op)) \(boundConstant(bound, kind, options)), 0)"
+        case .between:
+            guard case let .aggregate(items) = right, items.count == 2,
+                  let low = Self.constant(items[0]), let high = Self.constant(items[1]),
+                  kind == .number || kind == .string || kind == .date else { return nil }
+            if Self.isNull(low) || Self.isNull(high) { return "0" }
+            guard let lowValue = Self.sqlValue(low, as: kind), let highValue = Self.sqlValue(high, as: kind) else { return nil }
+            let lhs = subject(column, kind, options)
+            let lhs2 = subject(column, kind, options)
+            return "coalesce(\(lhs) >= \(boundConstant(lowValue, kind, options)) AND \(lhs2) <= \(boundConstant(highValue, kind, options)), 0)"
+        case .in:
+            guard case let .aggregate(items) = right else { return nil }
+            var parts: [String] = []
+            for item in items {
+                guard let value = Self.constant(item) else { return nil }
+                guard let part = equality(column, kind, value, options) else { return nil }
+                if part != "0" { parts.append(part) }
+            }
+            return parts.isEmpty ? "0" : parts.map { "(\($0))" }.joined(separator: " OR ")
+        case .beginsWith, .endsWith, .like, .matches, .contains:
+            guard kind == .string, let value = Self.constant(right) else { return nil }
+            if Self.isNull(value) { return "0" }
+            guard case let .string(pattern) = value else { return nil }
+            if op == .matches, case .failure = StringComparison.compileRegex(pattern, options: options) { return nil }
+            return "\(Self.stringOperatorFunction)(\(bind(.integer(Int64(op.rawValue)))), \(bind(.integer(Int64(options.rawValue)))), \(column), \(bind(.text(pattern))))"
+        }
+    }
+
+    // MARK: SQL functions
+
+    /// Registers the collation and functions compiled conditions use.
+    static func register(on connection: SQLiteConnection) throws {
+        try connection.createCollation(collation) { a, b in
+            a == b ? .orderedSame : (a < b ? .orderedAscending : .orderedDescending)
+        }
+        try connection.createFunction(foldFunction, argumentCount: 2) { args in
+            guard case let .text(s) = args[1] else { return args[1] }
+            let options = FetchComparison.Options(rawValue: Int(args[0].int64Value ?? 0))
+            return .text(StringComparison.fold(s, options))
+        }
+        let cache = MatcherCache()
+        try connection.createFunction(stringOperatorFunction, argumentCount: 4) { args in
+            guard case let .text(subject) = args[2], case let .text(pattern) = args[3],
+                  let raw = args[0].int64Value, let op = FetchComparison.Operator(rawValue: Int(raw)) else { return .integer(0) }
+            let options = FetchComparison.Options(rawValue: Int(args[1].int64Value ?? 0))
+            return .integer(try cache.matches(op, options, subject, pattern) ? 1 : 0)
+        }
+    }
+
+    /// Compiled LIKE patterns and regular expressions, per pattern, so a
+    /// fetch compiles each once rather than once per row.
+    private final class MatcherCache {
+        private var likes: [String: LikePattern] = [:]
+        private var regexes: [String: NSRegularExpression] = [:]
+
+        func matches(_ op: FetchComparison.Operator, _ options: FetchComparison.Options, _ subject: String, _ pattern: String) throws -> Bool {
+            let folded = StringComparison.fold(subject, options)
+            let foldedPattern = StringComparison.fold(pattern, options)
+            switch op {
+            case .beginsWith: return folded.hasPrefix(foldedPattern)
+            case .endsWith: return folded.hasSuffix(foldedPattern)
+            case .contains: return PredicateEvaluator.substring(pattern, in: subject, options)
+            case .like:
+                let key = "\(options.rawValue)|\(foldedPattern)"
+                if let like = likes[key] { return like.matches(folded) }
+                let like = LikePattern(foldedPattern)
+                likes[key] = like
+                return like.matches(folded)
+            case .matches:
+                let key = "\(options.rawValue)|\(pattern)"
+                if let regex = regexes[key] { return StringComparison.matches(subject, regex: regex, options: options) }
+                switch StringComparison.compileRegex(pattern, options: options) {
+                case let .success(regex):
+                    regexes[key] = regex
+                    return StringComparison.matches(subject, regex: regex, options: options)
+                case let .failure(error):
+                    throw error
+                }
+            default:
+                return false
+            }
+        }
+    }
+}

@@ -1,0 +1,762 @@
+import Foundation
+
+/// A store in one SQLite file laid out exactly as Apple's Core Data lays it
+/// out (`NSSQLiteStoreType`), so files move between Core Data on Apple
+/// platforms and ObjectGraph on Linux.
+///
+/// Opening an existing file resolves entities by name through `Z_PRIMARYKEY`
+/// (never by position), checks the version hashes, then checks every table
+/// and column the model needs. Apple's version hashes are not reproducible
+/// here (ObjectGraph's hasher is not byte-compatible), so a file Apple wrote
+/// is accepted when its hash keys name exactly the model's entities and its
+/// schema matches; a file ObjectGraph wrote must match its hashes byte for byte.
+///
+/// ```swift
+/// let store = SQLiteStore(model: model, configurationName: nil,
+///                         url: URL(fileURLWithPath: "/var/db/Sync.sqlite"), options: [:])
+/// try store.load()
+/// let bots = try store.fetchSnapshots(FetchRequest(entityName: "Bot")).snapshots
+/// ```
+public final class SQLiteStore: PersistentStore {
+    public override class var storeType: String { "SQLite" }
+
+    /// When true, version hashes are not compared at open (PC-37).
+    public static let ignoreVersioningOption = "NSIgnorePersistentStoreVersioningOption"
+    /// Seconds to wait for another connection's lock; the default is 5.
+    public static let defaultTimeout: TimeInterval = 5
+
+    public private(set) var schema: SQLiteSchema?
+    private var connection: SQLiteConnection?
+    private var entityByNumber: [Int: SQLiteSchema.EntityMapping] = [:]
+    /// The metadata as last read from or written to the file, to notice
+    /// changes made through `metadata` (PS-12: persisted at the next save).
+    private var storedMetadataPlist: Data?
+    private var storedUUID: String?
+    /// Serialises calls: a connection and its cached statements are not thread-safe.
+    private let lock = NSRecursiveLock()
+
+    private var timeout: TimeInterval {
+        switch options[PersistentStore.timeoutOption] {
+        case let n as Double: return n
+        case let n as Int: return TimeInterval(n)
+        case let n as NSNumber: return n.doubleValue
+        default: return Self.defaultTimeout
+        }
+    }
+
+    public required init(model: ManagedObjectModel, configurationName: String?, url: URL?, options: [String: Any]) {
+        super.init(model: model, configurationName: configurationName, url: url, options: options)
+    }
+
+    deinit { connection?.close() }
+
+    /// Closes the file; the store cannot be used afterwards.
+    public func close() {
+        lock.lock(); defer { lock.unlock() }
+        connection?.close()
+        connection = nil
+    }
+
+    // MARK: - Opening
+
+    public override func load() throws {
+        lock.lock(); defer { lock.unlock() }
+        guard let url, url.isFileURL else {
+            throw CoreDataError(.persistentStoreOpen, "a SQLite store needs a file URL, got \(url?.absoluteString ?? "nil")")
+        }
+        connection?.close()
+        connection = nil
+        let path = url.path
+        let attributes = try? FileManager.default.attributesOfItem(atPath: path)
+        let size = (attributes?[.size] as? NSNumber)?.intValue ?? 0
+        if attributes != nil && size > 0 {
+            try openExisting(url: url)
+        } else {
+            if isReadOnly {
+                throw CoreDataError(.persistentStoreOpen, "no store file at \(path) to open read-only",
+                                    userInfo: [CoreDataError.filePathErrorKey: path])
+            }
+            try createNew(url: url)
+        }
+    }
+
+    private func openExisting(url: URL) throws {
+        try Self.checkFileSignature(at: url, requireExisting: true)
+        // Validate through a read-only connection first, so a file we refuse
+        // (wrong hashes, foreign schema, corrupt) is never written to: even
+        // switching the journal mode would change its header.
+        let reader = try Self.openWrappingErrors(path: url.path, mode: .readOnly, busyTimeout: timeout)
+        let (fileMetadata, fileSchema) = try validate(reader, url: url)
+        if isReadOnly {
+            connection = reader
+        } else {
+            reader.close()
+            connection = try Self.openWrappingErrors(path: url.path, mode: .readWrite, busyTimeout: timeout)
+        }
+        metadata = fileMetadata
+        storedMetadataPlist = try? SQLiteMetadata.encodePlist(fileMetadata)
+        storedUUID = fileMetadata[SQLiteMetadata.storeUUIDKey] as? String
+        try install(fileSchema)
+    }
+
+    private func createNew(url: URL) throws {
+        try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+        let newSchema = try SQLiteSchema(model: model, configurationName: configurationName)
+        let existedBefore = FileManager.default.fileExists(atPath: url.path)
+        let db = try Self.openWrappingErrors(path: url.path, mode: .readWriteCreate, busyTimeout: timeout)
+        let newMetadata = SQLiteMetadata.newMetadata(model: model, configurationName: configurationName, storeUUID: identifier)
+        do {
+            try db.transaction {
+                for sql in newSchema.createStatements() { try db.prepareUncached(sql).run() }
+                for name in newSchema.entityNames {
+                    let mapping = newSchema.entitiesByName[name]!
+                    try db.run("INSERT INTO Z_PRIMARYKEY (Z_ENT, Z_NAME, Z_SUPER, Z_MAX) VALUES (?, ?, ?, 0)",
+                               [.integer(Int64(mapping.number)), .text(name), .integer(Int64(mapping.superNumber))])
+                }
+                try SQLiteMetadata.write(newMetadata, to: db)
+            }
+        } catch let error as CoreDataError {
+            db.close()
+            // A half-created file would later be refused as "not a Core Data
+            // store"; remove what this call created.
+            if !existedBefore {
+                for suffix in ["", "-wal", "-shm", "-journal"] { try? FileManager.default.removeItem(atPath: url.path + suffix) }
+            }
+            if error.code == .persistentStoreTimeout { throw error }
+            throw CoreDataError(.persistentStoreOpen, "creating the store at \(url.path) failed: \(error.message)",
+                                userInfo: [CoreDataError.underlyingErrorKey: error.userInfo[CoreDataError.underlyingErrorKey] ?? error,
+                                           CoreDataError.filePathErrorKey: url.path])
+        }
+        connection = db
+        metadata = newMetadata
+        storedMetadataPlist = try? SQLiteMetadata.encodePlist(newMetadata)
+        storedUUID = newMetadata[SQLiteMetadata.storeUUIDKey] as? String
+        try install(newSchema)
+    }
+
+    /// Which columns of a table row hold which properties of one entity,
+    /// worked out once per entity rather than per row.
+    private struct RowPlan {
+        var attributes: [(attribute: AttributeDescription, column: Int)] = []
+        var toOnes: [(relationship: RelationshipDescription, column: Int, entityColumn: Int?)] = []
+    }
+    private var rowPlans: [Int: RowPlan] = [:]
+
+    private func install(_ newSchema: SQLiteSchema) throws {
+        if let connection { try SQLitePredicateCompiler.register(on: connection) }
+        schema = newSchema
+        entityByNumber = [:]
+        rowPlans = [:]
+        for mapping in newSchema.entitiesByName.values {
+            entityByNumber[mapping.number] = mapping
+            guard let table = newSchema.table(named: mapping.tableName) else { continue }
+            var index: [String: Int] = [:]
+            for (i, c) in table.columns.enumerated() { index[c.name] = i }
+            var plan = RowPlan()
+            for property in mapping.entity.properties where !property.isTransient {
+                guard let name = mapping.columnsByProperty[property.name], let i = index[name] else { continue }
+                if let attribute = property as? AttributeDescription {
+                    plan.attributes.append((attribute, i))
+                } else if let rel = property as? RelationshipDescription {
+                    plan.toOnes.append((rel, i, mapping.entityColumnsByRelationship[rel.name].flatMap { index[$0] }))
+                }
+            }
+            rowPlans[mapping.number] = plan
+        }
+        insertSQL = [:]
+        updateSQL = [:]
+    }
+
+    /// Reads and checks metadata, entity numbers and schema; returns the
+    /// metadata and the schema built with the file's entity numbers.
+    private func validate(_ db: SQLiteConnection, url: URL) throws -> ([String: Any], SQLiteSchema) {
+        do {
+            let fileTables = try Self.readTables(db)
+            guard fileTables["Z_METADATA"] != nil, fileTables["Z_PRIMARYKEY"] != nil else {
+                throw CoreDataError(.persistentStoreTypeMismatch, "\(url.path) is a SQLite file but not a Core Data store (no Z_METADATA/Z_PRIMARYKEY)",
+                                    userInfo: [CoreDataError.filePathErrorKey: url.path])
+            }
+            let fileMetadata = try SQLiteMetadata.read(from: db)
+            guard (fileMetadata[SQLiteMetadata.storeTypeKey] as? String) == Self.storeType else {
+                throw CoreDataError(.persistentStoreTypeMismatch, "\(url.path) holds a store of type \(fileMetadata[SQLiteMetadata.storeTypeKey] ?? "nil"), not SQLite",
+                                    userInfo: [CoreDataError.filePathErrorKey: url.path])
+            }
+            if (options[Self.ignoreVersioningOption] as? Bool) != true {
+                try checkVersionHashes(fileMetadata, url: url)
+            }
+            var numbers: [String: Int] = [:]
+            for row in try db.query("SELECT Z_ENT, Z_NAME FROM Z_PRIMARYKEY") {
+                if let n = row[0].int64Value, let name = row[1].stringValue { numbers[name] = Int(n) }
+            }
+            let fileSchema = try SQLiteSchema(model: model, configurationName: configurationName, entityNumbers: numbers)
+            let differences = fileSchema.differences(fromFileTables: fileTables)
+            guard differences.isEmpty else {
+                throw CoreDataError(.persistentStoreIncompatibleSchema,
+                                    "the store at \(url.path) does not have the model's schema: " + differences.joined(separator: "; "),
+                                    userInfo: [CoreDataError.filePathErrorKey: url.path])
+            }
+            return (fileMetadata, fileSchema)
+        } catch let error as CoreDataError where error.code == .sqlite || error.code == .persistentStoreTimeout {
+            throw Self.openError(from: error, url: url)
+        }
+    }
+
+    private func checkVersionHashes(_ fileMetadata: [String: Any], url: URL) throws {
+        let stored = fileMetadata[SQLiteMetadata.versionHashesKey] as? [String: Data] ?? [:]
+        let names = Set(entities.map(\.name))
+        let compatible: Bool
+        if (fileMetadata[SQLiteMetadata.hashSchemeKey] as? Int) == SQLiteMetadata.currentHashScheme {
+            compatible = model.isConfiguration(configurationName, compatibleWithStoreMetadata: fileMetadata)
+        } else {
+            // Written by Apple's Core Data: its hashes cannot be recomputed
+            // here, so compare entity names; the schema check follows.
+            let keys = Set(stored.keys)
+            compatible = configurationName == nil ? keys == names : names.isSubset(of: keys)
+        }
+        guard compatible else {
+            throw CoreDataError(.persistentStoreIncompatibleVersionHash,
+                                "the model used to open the store at \(url.path) is incompatible with the one used to create it",
+                                userInfo: [CoreDataError.filePathErrorKey: url.path])
+        }
+    }
+
+    /// Every table of the file with its columns' names and declared types.
+    static func readTables(_ db: SQLiteConnection) throws -> [String: [(name: String, type: String)]] {
+        var out: [String: [(name: String, type: String)]] = [:]
+        for row in try db.query("SELECT name FROM sqlite_master WHERE type = 'table'") {
+            guard let name = row[0].stringValue else { continue }
+            out[name] = try db.query("SELECT name, type FROM pragma_table_info(?)", [.text(name)]).map {
+                (name: $0[0].stringValue ?? "", type: $0[1].stringValue ?? "")
+            }
+        }
+        return out
+    }
+
+    /// SQLite's 16-byte file signature.
+    static let sqliteSignature = Data("SQLite format 3\0".utf8)
+
+    /// Refuses a file that is not SQLite before SQLite touches it (134010),
+    /// and a missing one when it must exist (260).
+    static func checkFileSignature(at url: URL, requireExisting: Bool) throws {
+        guard FileManager.default.fileExists(atPath: url.path) else {
+            if requireExisting {
+                throw CoreDataError(.fileReadNoSuchFile, "no store file at \(url.path)", userInfo: [CoreDataError.filePathErrorKey: url.path])
+            }
+            return
+        }
+        guard let handle = FileHandle(forReadingAtPath: url.path) else {
+            throw CoreDataError(.persistentStoreOpen, "cannot read \(url.path)", userInfo: [CoreDataError.filePathErrorKey: url.path])
+        }
+        defer { try? handle.close() }
+        let head = (try? handle.read(upToCount: 16)) ?? Data()
+        guard head == sqliteSignature else {
+            throw CoreDataError(.persistentStoreTypeMismatch, "\(url.path) is not a SQLite store file",
+                                userInfo: [CoreDataError.filePathErrorKey: url.path])
+        }
+    }
+
+    static func openWrappingErrors(path: String, mode: SQLiteConnection.OpenMode, busyTimeout: TimeInterval) throws -> SQLiteConnection {
+        do {
+            return try SQLiteConnection(path: path, mode: mode, busyTimeout: busyTimeout)
+        } catch let error as CoreDataError where error.code == .sqlite || error.code == .persistentStoreTimeout {
+            throw openError(from: error, url: URL(fileURLWithPath: path))
+        }
+    }
+
+    /// The Core Data error for a SQLite failure while opening: 134010 when
+    /// SQLite says it is not a database, 134090 when locked past the timeout,
+    /// otherwise 134080; the raw SQLite error stays underneath.
+    static func openError(from error: CoreDataError, url: URL) -> CoreDataError {
+        let code: CoreDataError.Code
+        switch error.sqliteResultCode {
+        case 26: code = .persistentStoreTypeMismatch   // SQLITE_NOTADB
+        case 5, 6: code = .persistentStoreTimeout       // SQLITE_BUSY, SQLITE_LOCKED
+        default: code = .persistentStoreOpen
+        }
+        var info = error.userInfo
+        info.removeValue(forKey: NSLocalizedDescriptionKey)
+        info[CoreDataError.filePathErrorKey] = url.path
+        return CoreDataError(code, "opening the SQLite store at \(url.path) failed: \(error.message)", userInfo: info)
+    }
+
+    /// Reads a store file's metadata without opening it as a store (PC-23).
+    public static func metadataForStore(at url: URL) throws -> [String: Any] {
+        try SQLiteMetadata.metadataForStore(at: url)
+    }
+
+    /// SQLite's `PRAGMA data_version` for this store's connection: it changes
+    /// when another connection or process commits to the file, so callers
+    /// can tell whether what they cached from the store may be stale.
+    ///
+    /// ```swift
+    /// let seen = try store.dataVersion()
+    /// // … later
+    /// if try store.dataVersion() != seen { /* refetch */ }
+    /// ```
+    public func dataVersion() throws -> Int64 {
+        lock.lock(); defer { lock.unlock() }
+        return try openConnection().0.dataVersion()
+    }
+
+    // MARK: - Reading
+
+    private func openConnection() throws -> (SQLiteConnection, SQLiteSchema) {
+        guard let connection, let schema else {
+            throw CoreDataError(.persistentStoreOperation, "the SQLite store at \(url?.path ?? "?") is not loaded (call load()) or was closed")
+        }
+        return (connection, schema)
+    }
+
+    private func mapping(for entity: EntityDescription) throws -> SQLiteSchema.EntityMapping {
+        guard let mapping = schema?.entity(named: entity.name) else {
+            throw CoreDataError(.persistentStoreOperation, "entity \(entity.name) is not in this store's configuration",
+                                userInfo: [CoreDataError.entityNameErrorKey: entity.name])
+        }
+        return mapping
+    }
+
+    private func selectColumns(_ table: SQLiteSchema.Table) -> String {
+        table.columns.map(\.name).joined(separator: ", ")
+    }
+
+    /// A snapshot from a row selected with `selectColumns(table)`.
+    private func snapshot(fromRow row: [SQLiteValue], table: SQLiteSchema.Table) throws -> StoreSnapshot? {
+        try snapshot { row[$0] }
+    }
+
+    /// A snapshot from the current row of a statement selecting a table's
+    /// columns in order, reading only the columns the row's entity uses.
+    private func snapshot(_ column: (Int) -> SQLiteValue) throws -> StoreSnapshot? {
+        guard let pk = column(0).int64Value, let ent = column(1).int64Value, let mapping = entityByNumber[Int(ent)],
+              let plan = rowPlans[Int(ent)] else { return nil }
+        var values: [String: Any] = [:]
+        values.reserveCapacity(plan.attributes.count + plan.toOnes.count)
+        for (attribute, i) in plan.attributes {
+            if let value = try SQLiteValueCodec.decode(column(i), for: attribute) { values[attribute.name] = value }
+        }
+        for (rel, i, entityColumn) in plan.toOnes {
+            guard let key = column(i).int64Value else { continue }
+            var destination = rel.destinationEntity
+            if let entityColumn, let n = column(entityColumn).int64Value, let m = entityByNumber[Int(n)] { destination = m.entity }
+            guard let destination else { continue }
+            let target = ManagedObjectID(entity: destination, storeIdentifier: identifier, primaryKey: key)
+            target.persistentStore = self
+            values[rel.name] = target
+        }
+        let id = ManagedObjectID(entity: mapping.entity, storeIdentifier: identifier, primaryKey: pk)
+        id.persistentStore = self
+        return StoreSnapshot(objectID: id, version: column(2).int64Value ?? 0, values: values)
+    }
+
+    private func entityNumbersSQL(_ numbers: [Int]) -> String {
+        numbers.count == 1 ? "Z_ENT = \(numbers[0])" : "Z_ENT IN (\(numbers.map(String.init).joined(separator: ", ")))"
+    }
+
+    /// The rows of the entity (and sub-entities when asked) that match the
+    /// request's predicate, ordered by primary key. A predicate the compiler
+    /// translates exactly (see `SQLitePredicateCompiler`) runs in SQL with
+    /// offset and limit, and the result is exact; any other predicate (or one
+    /// that does not parse) gives every row, `isExact` false, and the
+    /// coordinator filters, offsets and limits in memory.
+    public override func fetchSnapshots(_ request: FetchRequest) throws -> StoreFetchResult {
+        lock.lock(); defer { lock.unlock() }
+        let (db, schema) = try openConnection()
+        guard let name = request.entityName, let mapping = schema.entity(named: name),
+              let table = schema.table(named: mapping.tableName) else {
+            throw CoreDataError(.persistentStoreOperation, "fetch request entity \(request.entityName ?? "nil") is not in this store",
+                                userInfo: [CoreDataError.entityNameErrorKey: request.entityName ?? ""])
+        }
+        let numbers = request.includesSubentities ? mapping.numbersIncludingSubentities : [mapping.number]
+        let columns = table.columns.map { "t0.\($0.name)" }.joined(separator: ", ")
+        let entityFilter = "t0." + entityNumbersSQL(numbers)
+
+        var joins: [String] = []
+        var condition = ""
+        var bindings: [SQLiteValue] = []
+        var isExact = true
+        let format = (request.predicateFormat ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+        if !format.isEmpty {
+            var compiler = SQLitePredicateCompiler(schema: schema)
+            if let predicate = try? FetchPredicate(format: format), let compiled = compiler.compile(predicate, for: mapping) {
+                joins = compiled.joins
+                condition = " AND (\(compiled.sql))"
+                bindings = compiled.bindings
+            } else {
+                isExact = false
+            }
+        }
+        var sql = "SELECT \(columns) FROM \(table.name) t0\(joins.map { " " + $0 }.joined()) WHERE \(entityFilter)\(condition) ORDER BY t0.Z_PK"
+        if isExact && (request.fetchLimit > 0 || request.fetchOffset > 0) {
+            sql += " LIMIT ?\(bindings.count + 1) OFFSET ?\(bindings.count + 2)"
+            bindings += [.integer(request.fetchLimit > 0 ? Int64(request.fetchLimit) : -1), .integer(Int64(max(0, request.fetchOffset)))]
+        }
+        // Compiled SQL differs per predicate: prepare it uncached rather than
+        // let the statement cache grow with every distinct query.
+        let statement = condition.isEmpty ? try db.prepare(sql) : try db.prepareUncached(sql)
+        // Rows are turned into snapshots as SQLite steps, without an
+        // intermediate array of rows.
+        var snapshots: [StoreSnapshot] = []
+        try statement.forEachRow(bindings) { row in
+            if let snapshot = try snapshot({ row.column($0) }) { snapshots.append(snapshot) }
+        }
+        return StoreFetchResult(snapshots: snapshots, isExact: isExact)
+    }
+
+    public override func snapshots(for ids: [ManagedObjectID]) throws -> [ManagedObjectID: StoreSnapshot] {
+        lock.lock(); defer { lock.unlock() }
+        let (db, schema) = try openConnection()
+        var out: [ManagedObjectID: StoreSnapshot] = [:]
+        var byTable: [String: [ManagedObjectID]] = [:]
+        for id in ids where id.storeIdentifier == identifier {
+            guard id.primaryKey != nil, let mapping = schema.entity(named: id.entity.name) else { continue }
+            byTable[mapping.tableName, default: []].append(id)
+        }
+        for (tableName, tableIDs) in byTable {
+            let table = schema.table(named: tableName)!
+            for chunkStart in stride(from: 0, to: tableIDs.count, by: 500) {
+                let chunk = Array(tableIDs[chunkStart..<min(chunkStart + 500, tableIDs.count)])
+                let placeholders = Array(repeating: "?", count: chunk.count).joined(separator: ", ")
+                let rows = try db.prepareUncached("SELECT \(selectColumns(table)) FROM \(tableName) WHERE Z_PK IN (\(placeholders))")
+                    .query(chunk.map { .integer($0.primaryKey!) })
+                for row in rows {
+                    guard let snap = try snapshot(fromRow: row, table: table) else { continue }
+                    // The ID must name the row's own entity: a Bot ID never fires a Commit row.
+                    if let wanted = chunk.first(where: { $0.primaryKey == snap.objectID.primaryKey && $0.entity.name == snap.objectID.entity.name }) {
+                        out[wanted] = snap
+                    }
+                }
+            }
+        }
+        return out
+    }
+
+    public override func relatedObjectIDs(for relationship: RelationshipDescription, of id: ManagedObjectID) throws -> [ManagedObjectID] {
+        lock.lock(); defer { lock.unlock() }
+        let (db, schema) = try openConnection()
+        guard let pk = id.primaryKey, let destination = relationship.destinationEntity,
+              let destMapping = schema.entity(named: destination.name), let destTable = schema.table(named: destMapping.tableName) else { return [] }
+        let sourceMapping = try mapping(for: id.entity)
+        let entityFilter = "t.\(entityNumbersSQL(destMapping.numbersIncludingSubentities))"
+
+        if !relationship.isToMany {
+            guard let column = sourceMapping.columnsByProperty[relationship.name] else { return [] }
+            let rows = try db.query("SELECT t.Z_PK, t.Z_ENT FROM \(sourceMapping.tableName) s JOIN \(destTable.name) t ON t.Z_PK = s.\(column) WHERE s.Z_PK = ? AND \(entityFilter)", [.integer(pk)])
+            return ids(from: rows)
+        }
+        if let join = schema.joinTable(for: relationship) {
+            let (mine, theirs) = join.relationship === relationship ? (join.firstColumn, join.secondColumn) : (join.secondColumn, join.firstColumn)
+            let order = join.orderColumn.map { " ORDER BY j.\($0)" } ?? ""
+            let rows = try db.query("SELECT t.Z_PK, t.Z_ENT FROM \(join.name) j JOIN \(destTable.name) t ON t.Z_PK = j.\(theirs) WHERE j.\(mine) = ? AND \(entityFilter)\(order)", [.integer(pk)])
+            return ids(from: rows)
+        }
+        if let inverse = relationship.inverseRelationship, !inverse.isToMany {
+            guard let column = destMapping.columnsByProperty[inverse.name] else { return [] }
+            var sql = "SELECT t.Z_PK, t.Z_ENT FROM \(destTable.name) t WHERE t.\(column) = ? AND \(entityFilter)"
+            var bindings: [SQLiteValue] = [.integer(pk)]
+            if let entityColumn = destMapping.entityColumnsByRelationship[inverse.name] {
+                sql += " AND t.\(entityColumn) = ?"
+                bindings.append(.integer(Int64(sourceMapping.number)))
+            }
+            if relationship.isOrdered, destTable.column(named: "Z_FOK_" + inverse.name.uppercased()) != nil {
+                sql += " ORDER BY t.Z_FOK_\(inverse.name.uppercased()), t.Z_PK"
+            } else {
+                sql += " ORDER BY t.Z_PK"
+            }
+            return ids(from: try db.query(sql, bindings))
+        }
+        if let owner = relationship.entity, let hidden = schema.hiddenOwnerColumns["\(owner.name).\(relationship.name)"] {
+            let rows = try db.query("SELECT t.Z_PK, t.Z_ENT FROM \(hidden.table) t WHERE t.\(hidden.column) = ? AND \(entityFilter) ORDER BY t.Z_PK", [.integer(pk)])
+            return ids(from: rows)
+        }
+        return []
+    }
+
+    private func ids(from rows: [[SQLiteValue]]) -> [ManagedObjectID] {
+        rows.compactMap { row in
+            guard let pk = row[0].int64Value, let ent = row[1].int64Value, let m = entityByNumber[Int(ent)] else { return nil }
+            let id = ManagedObjectID(entity: m.entity, storeIdentifier: identifier, primaryKey: pk)
+            id.persistentStore = self
+            return id
+        }
+    }
+
+    // MARK: - Writing
+
+    private func ensureWritable(_ operation: String) throws {
+        if isReadOnly {
+            throw CoreDataError(.persistentStoreSave, "cannot \(operation): the store at \(url?.path ?? "?") was opened read-only",
+                                userInfo: [CoreDataError.filePathErrorKey: url?.path ?? ""])
+        }
+    }
+
+    /// Where primary keys come from: `Z_PRIMARYKEY.Z_MAX` of the root entity
+    /// of the table, because sub-entities share the table and its `Z_PK`.
+    private func keyEntityNumber(_ mapping: SQLiteSchema.EntityMapping) -> Int {
+        guard let schema, let table = schema.table(named: mapping.tableName),
+              let root = schema.entity(named: table.rootEntityName) else { return mapping.number }
+        return root.number
+    }
+
+    /// Allocates `count` primary keys in a short transaction of its own, so a
+    /// key is never handed out twice, even to another process.
+    public override func newObjectIDs(for entity: EntityDescription, count: Int) throws -> [ManagedObjectID] {
+        lock.lock(); defer { lock.unlock() }
+        try ensureWritable("allocate object IDs")
+        let (db, _) = try openConnection()
+        let mapping = try mapping(for: entity)
+        guard count > 0 else { return [] }
+        let keyEntity = Int64(keyEntityNumber(mapping))
+        let first: Int64 = try wrapSaveErrors {
+            try db.transaction {
+                let current = try db.query("SELECT Z_MAX FROM Z_PRIMARYKEY WHERE Z_ENT = ?", [.integer(keyEntity)]).first?.first?.int64Value ?? 0
+                try db.run("UPDATE Z_PRIMARYKEY SET Z_MAX = ? WHERE Z_ENT = ?", [.integer(current + Int64(count)), .integer(keyEntity)])
+                guard db.changes == 1 else {
+                    // Without the row the keys would be handed out again next time.
+                    throw CoreDataError(.persistentStoreSave, "Z_PRIMARYKEY has no row for entity number \(keyEntity) (\(entity.name)); cannot allocate primary keys")
+                }
+                return current + 1
+            }
+        }
+        return (0..<Int64(count)).map {
+            let id = ManagedObjectID(entity: entity, storeIdentifier: identifier, primaryKey: first + $0)
+            id.persistentStore = self
+            return id
+        }
+    }
+
+    private var insertSQL: [String: (sql: String, properties: [(PropertyDescription, String)])] = [:]
+    private var updateSQL: [String: (sql: String, properties: [(PropertyDescription, String)])] = [:]
+
+    /// The stored properties of an entity with their columns, in a fixed order.
+    private func writableColumns(_ mapping: SQLiteSchema.EntityMapping) -> [(PropertyDescription, String)] {
+        var out: [(PropertyDescription, String)] = []
+        for property in mapping.entity.properties where !property.isTransient {
+            guard let column = mapping.columnsByProperty[property.name] else { continue }
+            out.append((property, column))
+            if let entityColumn = mapping.entityColumnsByRelationship[property.name] {
+                out.append((property, entityColumn))
+            }
+        }
+        return out
+    }
+
+    private func bindings(for snapshot: StoreSnapshot, mapping: SQLiteSchema.EntityMapping,
+                          properties: [(PropertyDescription, String)]) throws -> [SQLiteValue] {
+        try properties.map { property, column in
+            let value = snapshot.values[property.name]
+            if let attribute = property as? AttributeDescription {
+                return try SQLiteValueCodec.encode(value, for: attribute)
+            }
+            guard let value, !(value is NSNull) else { return .null }
+            guard let target = value as? ManagedObjectID else {
+                throw CoreDataError(.persistentStoreSave, "to-one \(mapping.entity.name).\(property.name) holds \(type(of: value)), not a ManagedObjectID")
+            }
+            guard let key = target.primaryKey else {
+                throw CoreDataError(.persistentStoreSave, "to-one \(mapping.entity.name).\(property.name) points to an object with a temporary ID; obtain permanent IDs before saving")
+            }
+            if column == mapping.entityColumnsByRelationship[property.name] {
+                guard let n = schema?.entity(named: target.entity.name)?.number else {
+                    throw CoreDataError(.persistentStoreSave, "to-one \(mapping.entity.name).\(property.name) points to entity \(target.entity.name), which this store does not hold")
+                }
+                return .integer(Int64(n))
+            }
+            return .integer(key)
+        }
+    }
+
+    private func insertStatement(_ mapping: SQLiteSchema.EntityMapping) -> (sql: String, properties: [(PropertyDescription, String)]) {
+        if let cached = insertSQL[mapping.entity.name] { return cached }
+        let properties = writableColumns(mapping)
+        let columns = ["Z_PK", "Z_ENT", "Z_OPT"] + properties.map(\.1)
+        let sql = "INSERT INTO \(mapping.tableName) (\(columns.joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))"
+        insertSQL[mapping.entity.name] = (sql, properties)
+        return (sql, properties)
+    }
+
+    private func updateStatement(_ mapping: SQLiteSchema.EntityMapping) -> (sql: String, properties: [(PropertyDescription, String)]) {
+        if let cached = updateSQL[mapping.entity.name] { return cached }
+        let properties = writableColumns(mapping)
+        let sets = (["Z_OPT"] + properties.map(\.1)).map { "\($0) = ?" }.joined(separator: ", ")
+        let sql = "UPDATE \(mapping.tableName) SET \(sets) WHERE Z_PK = ? AND Z_ENT = ? AND Z_OPT = ?"
+        updateSQL[mapping.entity.name] = (sql, properties)
+        return (sql, properties)
+    }
+
+    /// Writes one save in one transaction. Any object whose stored `Z_OPT`
+    /// is not what the saver expected (or that is gone) fails the whole save
+    /// with `StoreVersionConflict` and nothing is written.
+    ///
+    /// `Z_OPT` is set to the snapshot's `version`, or to `expectedVersion + 1`
+    /// if the snapshot carries no newer version, so the lock value always moves.
+    public override func save(_ request: StoreSaveRequest) throws {
+        lock.lock(); defer { lock.unlock() }
+        try ensureWritable("save")
+        let (db, schema) = try openConnection()
+        var metadataToWrite = metadata
+        metadataToWrite[SQLiteMetadata.storeTypeKey] = Self.storeType
+        let plist = try SQLiteMetadata.encodePlist(metadataToWrite)
+        let uuid = metadataToWrite[SQLiteMetadata.storeUUIDKey] as? String
+        let metadataChanged = plist != storedMetadataPlist || uuid != storedUUID
+        if request.isEmpty && !metadataChanged { return }
+        try wrapSaveErrors {
+            try db.transaction {
+                if metadataChanged { try SQLiteMetadata.write(metadataToWrite, to: db) }
+                var conflicts: [ManagedObjectID: StoreSnapshot?] = [:]
+                var maxKeys: [Int: Int64] = [:]
+
+                for (id, expected) in request.deleted {
+                    let mapping = try mapping(for: id.entity)
+                    guard let pk = id.primaryKey else { continue }
+                    try db.run("DELETE FROM \(mapping.tableName) WHERE Z_PK = ? AND Z_ENT = ? AND Z_OPT = ?",
+                               [.integer(pk), .integer(Int64(mapping.number)), .integer(expected)])
+                    if db.changes == 0 {
+                        conflicts[id] = .some(try currentSnapshot(id, db: db))
+                        continue
+                    }
+                    try removeJoinRows(of: id, pk: pk, schema: schema, db: db)
+                }
+
+                for (snapshot, expected) in request.updated {
+                    let id = snapshot.objectID
+                    let mapping = try mapping(for: id.entity)
+                    guard let pk = id.primaryKey else {
+                        throw CoreDataError(.persistentStoreSave, "cannot update \(id): it has a temporary ID")
+                    }
+                    let statement = updateStatement(mapping)
+                    let version = snapshot.version > expected ? snapshot.version : expected + 1
+                    let values = [.integer(version)] + (try bindings(for: snapshot, mapping: mapping, properties: statement.properties))
+                        + [.integer(pk), .integer(Int64(mapping.number)), .integer(expected)]
+                    try db.run(statement.sql, values)
+                    if db.changes == 0 { conflicts[id] = .some(try currentSnapshot(id, db: db)) }
+                }
+
+                if !conflicts.isEmpty { throw StoreVersionConflict(current: conflicts) }
+
+                for snapshot in request.inserted {
+                    let id = snapshot.objectID
+                    let mapping = try mapping(for: id.entity)
+                    guard let pk = id.primaryKey else {
+                        throw CoreDataError(.persistentStoreSave, "cannot insert \(id): it has a temporary ID; obtain permanent IDs first")
+                    }
+                    let statement = insertStatement(mapping)
+                    let values = [.integer(pk), .integer(Int64(mapping.number)), .integer(max(1, snapshot.version))]
+                        + (try bindings(for: snapshot, mapping: mapping, properties: statement.properties))
+                    try db.run(statement.sql, values)
+                    let keyEntity = keyEntityNumber(mapping)
+                    maxKeys[keyEntity] = max(maxKeys[keyEntity] ?? 0, pk)
+                }
+
+                for change in request.toManyChanges {
+                    try writeToMany(change, schema: schema, db: db)
+                }
+
+                // Keys chosen by the caller (not from newObjectIDs) must not be handed out again.
+                for (entity, key) in maxKeys {
+                    try db.run("UPDATE Z_PRIMARYKEY SET Z_MAX = ? WHERE Z_ENT = ? AND Z_MAX < ?",
+                               [.integer(key), .integer(Int64(entity)), .integer(key)])
+                }
+            }
+        }
+        if metadataChanged {
+            storedMetadataPlist = plist
+            storedUUID = uuid
+        }
+    }
+
+    /// Writes metadata into a store file that is not open (PS-15), leaving
+    /// its objects untouched. `NSStoreType` is always written as SQLite and
+    /// `NSStoreUUID` goes to `Z_UUID`, as Core Data keeps it.
+    ///
+    /// ```swift
+    /// var metadata = try SQLiteStore.metadataForStore(at: url)
+    /// metadata["SyncCursor"] = "42"
+    /// try SQLiteStore.setMetadata(metadata, forStoreAt: url)
+    /// ```
+    /// - Throws: 260 for a missing file, 134010 for a file that is not a
+    ///   Core Data SQLite store, 134030 when the write fails.
+    public static func setMetadata(_ metadata: [String: Any], forStoreAt url: URL) throws {
+        _ = try SQLiteMetadata.metadataForStore(at: url)
+        let db = try openWrappingErrors(path: url.path, mode: .readWrite, busyTimeout: defaultTimeout)
+        defer { db.close() }
+        var values = metadata
+        values[SQLiteMetadata.storeTypeKey] = storeType
+        do {
+            try db.transaction { try SQLiteMetadata.write(values, to: db) }
+        } catch let error as CoreDataError where error.code == .sqlite {
+            var info = error.userInfo
+            info.removeValue(forKey: NSLocalizedDescriptionKey)
+            throw CoreDataError(.persistentStoreSave, "writing metadata to \(url.path) failed: \(error.message)", userInfo: info)
+        }
+    }
+
+    private func currentSnapshot(_ id: ManagedObjectID, db: SQLiteConnection) throws -> StoreSnapshot? {
+        guard let pk = id.primaryKey, let mapping = schema?.entity(named: id.entity.name), let table = schema?.table(named: mapping.tableName) else { return nil }
+        let rows = try db.query("SELECT \(selectColumns(table)) FROM \(table.name) WHERE Z_PK = ? AND Z_ENT = ?",
+                                [.integer(pk), .integer(Int64(mapping.number))])
+        return try rows.first.flatMap { try snapshot(fromRow: $0, table: table) }
+    }
+
+    /// A deleted object leaves no many-to-many rows behind (Core Data nullifies them).
+    private func removeJoinRows(of id: ManagedObjectID, pk: Int64, schema: SQLiteSchema, db: SQLiteConnection) throws {
+        for case let rel as RelationshipDescription in id.entity.properties where rel.isToMany {
+            guard let join = schema.joinTable(for: rel) else { continue }
+            let column = join.relationship === rel ? join.firstColumn : join.secondColumn
+            try db.run("DELETE FROM \(join.name) WHERE \(column) = ?", [.integer(pk)])
+        }
+    }
+
+    private func writeToMany(_ change: ToManyChange, schema: SQLiteSchema, db: SQLiteConnection) throws {
+        let rel = change.relationship
+        guard let pk = change.objectID.primaryKey else {
+            throw CoreDataError(.persistentStoreSave, "to-many change for \(change.objectID) with a temporary ID")
+        }
+        let keys: [Int64] = try change.destinations.map {
+            guard let key = $0.primaryKey else {
+                throw CoreDataError(.persistentStoreSave, "\(change.objectID).\(rel.name) holds an object with a temporary ID")
+            }
+            return key
+        }
+        if let join = schema.joinTable(for: rel) {
+            let (mine, theirs) = join.relationship === rel ? (join.firstColumn, join.secondColumn) : (join.secondColumn, join.firstColumn)
+            try db.run("DELETE FROM \(join.name) WHERE \(mine) = ?", [.integer(pk)])
+            for (position, key) in keys.enumerated() {
+                if let order = join.orderColumn {
+                    try db.run("INSERT OR REPLACE INTO \(join.name) (\(mine), \(theirs), \(order)) VALUES (?, ?, ?)",
+                               [.integer(pk), .integer(key), .integer(Int64(position + 1))])
+                } else {
+                    try db.run("INSERT OR REPLACE INTO \(join.name) (\(mine), \(theirs)) VALUES (?, ?)", [.integer(pk), .integer(key)])
+                }
+            }
+            return
+        }
+        guard let destination = rel.destinationEntity, let destMapping = schema.entity(named: destination.name) else { return }
+        if let inverse = rel.inverseRelationship, !inverse.isToMany {
+            // The foreign key travels in the destination's snapshot; only
+            // the order of an ordered to-many is kept here.
+            let fok = "Z_FOK_" + inverse.name.uppercased()
+            guard rel.isOrdered, schema.table(named: destMapping.tableName)?.column(named: fok) != nil else { return }
+            for (position, key) in keys.enumerated() {
+                try db.run("UPDATE \(destMapping.tableName) SET \(fok) = ? WHERE Z_PK = ?", [.integer(Int64(position + 1)), .integer(key)])
+            }
+            return
+        }
+        if let owner = rel.entity, let hidden = schema.hiddenOwnerColumns["\(owner.name).\(rel.name)"] {
+            try db.run("UPDATE \(hidden.table) SET \(hidden.column) = NULL WHERE \(hidden.column) = ?", [.integer(pk)])
+            for key in keys {
+                try db.run("UPDATE \(hidden.table) SET \(hidden.column) = ? WHERE Z_PK = ?", [.integer(pk), .integer(key)])
+            }
+        }
+    }
+
+    /// SQLite failures while writing become 134030 (save error) with the raw
+    /// SQLite error underneath; lock timeouts stay 134090; conflicts pass through.
+    private func wrapSaveErrors<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as CoreDataError where error.code == .sqlite {
+            var info = error.userInfo
+            info.removeValue(forKey: NSLocalizedDescriptionKey)
+            throw CoreDataError(.persistentStoreSave, "saving to the SQLite store failed: \(error.message)", userInfo: info)
+        }
+    }
+}

@@ -1,0 +1,194 @@
+import Foundation
+
+/// Converts attribute values between their Swift types (see
+/// `AttributeDescription`) and what Core Data's SQLite columns hold.
+///
+/// | Attribute | Column | Stored as |
+/// |---|---|---|
+/// | integer 16/32/64 | INTEGER | integer |
+/// | boolean | INTEGER | 0 or 1 |
+/// | decimal | DECIMAL | its decimal text (NUMERIC affinity keeps it exact or makes it a real) |
+/// | double, float | FLOAT | real |
+/// | date | TIMESTAMP | real, seconds since 2001-01-01 (as in Apple's fixtures) |
+/// | string | VARCHAR | text |
+/// | URI | VARCHAR | absolute string |
+/// | UUID | BLOB | 16 bytes |
+/// | binary | BLOB | bytes |
+/// | transformable | BLOB | the transformer's data |
+///
+/// ```swift
+/// let stored = try SQLiteValueCodec.encode(Date(timeIntervalSinceReferenceDate: 60), for: lastUpdate)  // .real(60)
+/// let value = try SQLiteValueCodec.decode(stored, for: lastUpdate) as? Date
+/// ```
+public enum SQLiteValueCodec {
+    /// The column value for an attribute value (nil → NULL).
+    /// - Throws: 134030 when the value is not of the attribute's type.
+    public static func encode(_ value: Any?, for attribute: AttributeDescription) throws -> SQLiteValue {
+        guard let value, !(value is NSNull) else { return .null }
+        func mismatch() -> CoreDataError {
+            CoreDataError(.persistentStoreSave,
+                          "value \(value) (\(type(of: value))) cannot be stored in \(attribute.entity?.name ?? "?").\(attribute.name) of type \(attribute.attributeType.xcodeName)",
+                          userInfo: [CoreDataError.propertyNameErrorKey: attribute.name])
+        }
+        switch attribute.attributeType {
+        case .integer16, .integer32, .integer64:
+            guard let n = integer(value) else { throw mismatch() }
+            return .integer(n)
+        case .boolean:
+            if let b = value as? Bool { return .integer(b ? 1 : 0) }
+            guard let n = integer(value) else { throw mismatch() }
+            return .integer(n == 0 ? 0 : 1)
+        case .decimal:
+            if let d = value as? Decimal { return .text(NSDecimalNumber(decimal: d).stringValue) }
+            if let n = integer(value) { return .text(String(n)) }
+            if let d = value as? Double { return .real(d) }
+            throw mismatch()
+        case .double:
+            if let d = value as? Double { return .real(d) }
+            if let f = value as? Float { return .real(Double(f)) }
+            if let n = value as? NSNumber { return .real(n.doubleValue) }
+            throw mismatch()
+        case .float:
+            if let f = value as? Float { return .real(Double(f)) }
+            if let d = value as? Double { return .real(Double(Float(d))) }
+            if let n = value as? NSNumber { return .real(Double(n.floatValue)) }
+            throw mismatch()
+        case .string:
+            guard let s = value as? String else { throw mismatch() }
+            return .text(s)
+        case .date:
+            guard let d = value as? Date else { throw mismatch() }
+            return .real(d.timeIntervalSinceReferenceDate)
+        case .binaryData:
+            guard let d = value as? Data else { throw mismatch() }
+            return .blob(d)
+        case .uuid:
+            guard let u = value as? UUID else { throw mismatch() }
+            return .blob(withUnsafeBytes(of: u.uuid) { Data($0) })
+        case .uri:
+            guard let u = value as? URL else { throw mismatch() }
+            return .text(u.absoluteString)
+        case .transformable:
+            guard let transformer = ValueTransformerRegistry.shared.transformer(for: attribute) else {
+                throw CoreDataError(.persistentStoreSave, "no value transformer named '\(attribute.valueTransformerName ?? "")' for \(attribute.name)")
+            }
+            do {
+                return try transformer.transformedValue(value).map(SQLiteValue.blob) ?? .null
+            } catch {
+                throw CoreDataError(.persistentStoreSave, "transforming \(attribute.name) failed: \(error)",
+                                    userInfo: [CoreDataError.underlyingErrorKey: error])
+            }
+        case .undefined, .objectID:
+            throw mismatch()
+        }
+    }
+
+    /// The attribute value for a column value (NULL → nil).
+    /// - Throws: 134060 when the stored value cannot be read as the
+    ///   attribute's type (a column written by something else).
+    public static func decode(_ stored: SQLiteValue, for attribute: AttributeDescription) throws -> Any? {
+        if stored.isNull { return nil }
+        func unreadable() -> CoreDataError {
+            CoreDataError(.coreData, "stored value \(stored) of \(attribute.entity?.name ?? "?").\(attribute.name) is not a \(attribute.attributeType.xcodeName)",
+                          userInfo: [CoreDataError.propertyNameErrorKey: attribute.name])
+        }
+        switch attribute.attributeType {
+        case .integer16:
+            guard let n = storedInteger(stored) else { throw unreadable() }
+            return Int16(truncatingIfNeeded: n)
+        case .integer32:
+            guard let n = storedInteger(stored) else { throw unreadable() }
+            return Int32(truncatingIfNeeded: n)
+        case .integer64:
+            guard let n = storedInteger(stored) else { throw unreadable() }
+            return n
+        case .boolean:
+            guard let n = storedInteger(stored) else { throw unreadable() }
+            return n != 0
+        case .decimal:
+            switch stored {
+            case .integer(let n): return Decimal(n)
+            case .real(let d): return Decimal(string: String(d), locale: Locale(identifier: "en_US_POSIX")) ?? Decimal(d)
+            case .text(let s):
+                guard let d = Decimal(string: s, locale: Locale(identifier: "en_US_POSIX")) else { throw unreadable() }
+                return d
+            default: throw unreadable()
+            }
+        case .double:
+            guard let d = stored.doubleValue ?? stored.stringValue.flatMap(Double.init) else { throw unreadable() }
+            return d
+        case .float:
+            guard let d = stored.doubleValue ?? stored.stringValue.flatMap(Double.init) else { throw unreadable() }
+            return Float(d)
+        case .string:
+            switch stored {
+            case .text(let s): return s
+            case .integer(let n): return String(n)
+            case .real(let d): return String(d)
+            case .blob(let data): return String(decoding: data, as: UTF8.self)
+            case .null: return nil
+            }
+        case .date:
+            guard let seconds = stored.doubleValue else { throw unreadable() }
+            return Date(timeIntervalSinceReferenceDate: seconds)
+        case .binaryData:
+            switch stored {
+            case .blob(let d): return d
+            case .text(let s): return Data(s.utf8)
+            default: throw unreadable()
+            }
+        case .uuid:
+            switch stored {
+            case .blob(let d) where d.count == 16:
+                var bytes: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+                withUnsafeMutableBytes(of: &bytes) { $0.copyBytes(from: d) }
+                return UUID(uuid: bytes)
+            case .text(let s):
+                guard let u = UUID(uuidString: s) else { throw unreadable() }
+                return u
+            default: throw unreadable()
+            }
+        case .uri:
+            guard let s = stored.stringValue, let url = URL(string: s) else { throw unreadable() }
+            return url
+        case .transformable:
+            guard let data = stored.dataValue else { throw unreadable() }
+            guard let transformer = ValueTransformerRegistry.shared.transformer(for: attribute) else {
+                throw CoreDataError(.coreData, "no value transformer named '\(attribute.valueTransformerName ?? "")' for \(attribute.name)")
+            }
+            do {
+                return try transformer.reverseTransformedValue(data)
+            } catch {
+                throw CoreDataError(.coreData, "reverse-transforming \(attribute.name) failed: \(error)",
+                                    userInfo: [CoreDataError.underlyingErrorKey: error])
+            }
+        case .undefined, .objectID:
+            throw unreadable()
+        }
+    }
+
+    private static func integer(_ value: Any) -> Int64? {
+        switch value {
+        case let n as Int64: return n
+        case let n as Int32: return Int64(n)
+        case let n as Int16: return Int64(n)
+        case let n as Int: return Int64(n)
+        case let n as Int8: return Int64(n)
+        case let n as UInt8: return Int64(n)
+        case let n as UInt16: return Int64(n)
+        case let n as UInt32: return Int64(n)
+        case let b as Bool: return b ? 1 : 0
+        case let n as NSNumber: return n.int64Value
+        default: return nil
+        }
+    }
+
+    private static func storedInteger(_ stored: SQLiteValue) -> Int64? {
+        switch stored {
+        case .integer(let n): return n
+        case .real(let d): return Int64(exactly: d.rounded(.towardZero))
+        case .text(let s): return Int64(s)
+        default: return nil
+        }
+    }
+}
