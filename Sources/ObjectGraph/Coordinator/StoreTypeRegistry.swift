@@ -1,7 +1,7 @@
 import Foundation
 
 /// The store classes a coordinator can open, by type string (PC registry):
-/// the built-in in-memory, XML and binary stores, plus any registered with
+/// the built-in in-memory, XML, binary and SQLite stores, plus any registered with
 /// `PersistentStoreCoordinator.registerStoreClass(_:forStoreType:)`.
 final class StoreTypeRegistry: @unchecked Sendable {
     static let shared = StoreTypeRegistry()
@@ -10,6 +10,7 @@ final class StoreTypeRegistry: @unchecked Sendable {
         InMemoryStore.storeType: InMemoryStore.self,
         XMLStore.storeType: XMLStore.self,
         BinaryStore.storeType: BinaryStore.self,
+        SQLiteStore.storeType: SQLiteStore.self,
     ]
 
     func register(_ type: PersistentStore.Type?, for name: String) {
