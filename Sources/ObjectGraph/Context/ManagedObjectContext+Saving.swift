@@ -43,7 +43,15 @@ extension ManagedObjectContext {
         try checkCrossStoreRelationships(inserted + Array(updatedSet), finalID)
 
         // Steps 7–8: conflicts against what the coordinator and stores hold now.
-        try resolveConflicts()
+        // Resolving can touch more objects (inverse repairs), which are
+        // checked in turn; a few rounds settle any realistic graph.
+        var rounds = 0
+        while try resolveConflicts() {
+            rounds += 1
+            if rounds >= 8 {
+                throw CoreDataError(.managedObjectContextMerge, "Conflicts kept appearing while the merge policy resolved them; save again")
+            }
+        }
         guard hasChanges || !lockedSet.isEmpty else { return finishEmptySave() }
 
         // Step 9: one request per store.
@@ -239,10 +247,11 @@ extension ManagedObjectContext {
 
     // MARK: - Conflicts (MOC-MO-13, MOC-MP-*, MOC-CR-*)
 
-    private func resolveConflicts() throws {
+    /// Detects conflicts and applies the merge policy; true when it resolved any.
+    private func resolveConflicts() throws -> Bool {
         let checked = updatedSet.union(deletedSet).union(lockedSet)
             .filter { !insertedSet.contains($0) && !$0.objectID.isTemporaryID && $0.storeVersion > 0 }
-        guard !checked.isEmpty else { return }
+        guard !checked.isEmpty else { return false }
         let cached = persistentStoreCoordinator.cachedSnapshots(for: checked.map(\.objectID))
         let current = try persistentStoreCoordinator.currentSnapshots(for: checked.map(\.objectID))
         var conflicts: [(ManagedObject, StoreSnapshot?, StoreSnapshot?)] = []
@@ -250,7 +259,7 @@ extension ManagedObjectContext {
             let now = current[object.objectID]
             if now?.version != object.storeVersion { conflicts.append((object, now, cached[object.objectID])) }
         }
-        guard !conflicts.isEmpty else { return }
+        guard !conflicts.isEmpty else { return false }
         if mergePolicy == .error {
             let list = conflicts.map { object, now, cache -> MergeConflict in
                 let snapshot = object.isFault ? [:] : storedValues(of: object, { $0.objectID }, committed: true)
@@ -265,6 +274,7 @@ extension ManagedObjectContext {
                                 userInfo: [MergeConflict.conflictListKey: list, CoreDataError.affectedObjectsErrorKey: list.map(\.object)])
         }
         for (object, now, _) in conflicts { try resolve(object, store: now) }
+        return true
     }
 
     /// Applies the merge policy to one conflicting object (MOC-MP-04…MOC-MP-10).
@@ -312,7 +322,18 @@ extension ManagedObjectContext {
                 merged[key] = storeValues[key]
             }
         }
+        // To-ones whose value the policy changed: move the object between
+        // the inverse to-manys too, so the graph (and what is written) agrees.
+        var moved: [(RelationshipDescription, ManagedObject?, ManagedObject?)] = []
+        for rel in object.layout.relationships where !rel.isToMany && rel.inverseRelationship != nil {
+            let before = object.storage[rel.name] as? ManagedObject, after = merged[rel.name] as? ManagedObject
+            if before !== after { moved.append((rel.inverseRelationship!, before, after)) }
+        }
         object.storage = merged
+        for (inverse, before, after) in moved {
+            try before?.removeOneSide(inverse, object)
+            try after?.addOneSide(inverse, object)
+        }
         for key in persistentScalars { object.committed[key] = storeValues[key] }
         object.storeVersion = row.version
         object.changedKeys = Set(persistentScalars.filter { !ManagedObject.valuesEqual(merged[$0], storeValues[$0]) })

@@ -29,10 +29,22 @@ import Testing
             bob.salary = 200
             return Result { try context.save() }
         }
-        let (_, check) = (coordinator, ManagedObjectContext(coordinator: coordinator))
+        // In memory, the inverse to-manys agree with Bob's manager.
+        context.performAndWait {
+            let manager = bob.manager
+            #expect(ann.directReports.contains(bob) == (manager === ann))
+            #expect(cy.directReports.contains(bob) == (manager === cy))
+        }
+        let check = ManagedObjectContext(coordinator: coordinator)
         let stored = try check.performAndWait { () throws -> (String?, Decimal) in
             let b = try check.existingObject(with: bob.objectID)
-            return (try (b.value(forKey: "manager") as? ManagedObject)?.value(forKey: "firstName") as? String, try b.value(forKey: "salary") as! Decimal)
+            let manager = try b.value(forKey: "manager") as? ManagedObject
+            // And so do the stored memberships.
+            for person in [ann, cy] {
+                let reports = try check.existingObject(with: person.objectID).value(forKey: "directReports") as? Set<ManagedObject> ?? []
+                #expect(reports.contains(b) == (manager?.objectID == person.objectID))
+            }
+            return (try manager?.value(forKey: "firstName") as? String, try b.value(forKey: "salary") as! Decimal)
         }
         return (stored.0, stored.1, result)
     }

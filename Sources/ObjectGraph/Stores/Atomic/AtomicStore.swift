@@ -157,14 +157,49 @@ open class AtomicStore: PersistentStore {
                 created.append((node, snapshot))
             }
             for (node, snapshot) in created { updateCacheNode(node, from: snapshot) }
+            var toOneMoves: [(AtomicStoreCacheNode, RelationshipDescription, AtomicStoreCacheNode?, AtomicStoreCacheNode?)] = []
+            for (node, _) in created {
+                for rel in EntityLayout.of(node.objectID.entity).relationships where Self.isForeignKey(rel) {
+                    toOneMoves.append((node, rel, nil, node.propertyCache?[rel.name] as? AtomicStoreCacheNode))
+                }
+            }
             for (snapshot, _) in request.updated {
                 guard let node = nodes[snapshot.objectID] else { continue }
+                let before = node.propertyCache
                 updateCacheNode(node, from: snapshot)
                 node.version = snapshot.version
+                for rel in EntityLayout.of(node.objectID.entity).relationships where Self.isForeignKey(rel) {
+                    let old = before?[rel.name] as? AtomicStoreCacheNode, new = node.propertyCache?[rel.name] as? AtomicStoreCacheNode
+                    if old !== new { toOneMoves.append((node, rel, old, new)) }
+                }
+            }
+            // A to-many whose inverse is a to-one follows the to-one values
+            // (like a foreign key), so both sides always agree on disk; the
+            // request's list for it only gives the order of ordered ones.
+            for (node, rel, old, new) in toOneMoves {
+                let inverse = rel.inverseRelationship!.name
+                if let old, var members = old.propertyCache?[inverse] as? [AtomicStoreCacheNode] {
+                    members.removeAll { $0 === node }
+                    old.propertyCache![inverse] = members
+                }
+                if let new {
+                    var members = new.propertyCache?[inverse] as? [AtomicStoreCacheNode] ?? []
+                    if !members.contains(where: { $0 === node }) { members.append(node) }
+                    if new.propertyCache == nil { new.propertyCache = [:] }
+                    new.propertyCache![inverse] = members
+                }
             }
             for change in request.toManyChanges {
                 guard let node = nodes[change.objectID] else { continue }
-                try node.setValue(change.destinations.compactMap { nodes[$0] }, forKey: change.relationship.name)
+                let wanted = change.destinations.compactMap { nodes[$0] }
+                if let inverse = change.relationship.inverseRelationship, !inverse.isToMany {
+                    guard change.relationship.isOrdered else { continue }
+                    let members = node.propertyCache?[change.relationship.name] as? [AtomicStoreCacheNode] ?? []
+                    let ordered = wanted.filter { w in members.contains { $0 === w } } + members.filter { m in !wanted.contains { $0 === m } }
+                    try node.setValue(ordered, forKey: change.relationship.name)
+                } else {
+                    try node.setValue(wanted, forKey: change.relationship.name)
+                }
             }
             let doomed = Set(request.deleted.compactMap { nodes[$0.objectID] })
             if !doomed.isEmpty {
@@ -187,6 +222,12 @@ open class AtomicStore: PersistentStore {
             metadata = savedMetadata
             throw error
         }
+    }
+
+    /// A to-one relationship whose inverse is a to-many: the store keeps
+    /// the to-many list in step with it.
+    static func isForeignKey(_ rel: RelationshipDescription) -> Bool {
+        !rel.isToMany && !rel.isTransient && (rel.inverseRelationship?.isToMany ?? false)
     }
 
     func snapshot(of node: AtomicStoreCacheNode) -> StoreSnapshot {
