@@ -97,7 +97,7 @@ enum ModelReport {
                 },
                 fetchedProperties: entity.properties.compactMap { $0 as? FetchedPropertyDescription }.map {
                     FetchedProperty(name: $0.name, entity: $0.fetchRequest?.entityName,
-                                    predicate: $0.fetchRequest?.predicateFormat, inheritedFrom: inherited($0))
+                                    predicate: $0.fetchRequest?.predicate?.predicateFormat, inheritedFrom: inherited($0))
                 },
                 versionHash: entity.versionHash.base64EncodedString()
             )

@@ -7,7 +7,7 @@ import Foundation
 ///
 /// ```swift
 /// let request = FetchRequest(entityName: "Song")
-/// request.predicateFormat = "playlist == $FETCH_SOURCE"
+/// request.predicate = try FetchPredicate(format: "playlist == $FETCH_SOURCE")
 /// let songs = FetchedPropertyDescription(name: "songs", fetchRequest: request)
 /// ```
 public final class FetchedPropertyDescription: PropertyDescription {

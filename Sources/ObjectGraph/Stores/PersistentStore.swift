@@ -28,7 +28,8 @@ open class PersistentStore {
     /// The type string the coordinator's registry knows this class by.
     open class var storeType: String { String(describing: self) }
 
-    public let url: URL?
+    /// The store's location; changed only through the coordinator's `setURL(_:for:)` (PS-08).
+    public internal(set) var url: URL?
     public let configurationName: String?
     public let options: [String: Any]
     /// The model the store's objects follow (the coordinator's, frozen).
@@ -56,6 +57,37 @@ open class PersistentStore {
 
     /// The entities this store holds: its configuration's, or the whole model's.
     public var entities: [EntityDescription] { model.entities(forConfiguration: configurationName) ?? [] }
+
+    // MARK: - Metadata of a store file that is not open (AS-03, PC metadata)
+
+    /// Reads the metadata of the store file at `url` without adding it to a
+    /// coordinator. File-backed store classes override it.
+    open class func metadataForPersistentStore(at url: URL) throws -> [String: Any] {
+        throw CoreDataError(.persistentStoreOperation, "\(String(describing: self)) cannot read metadata from a file")
+    }
+
+    /// Writes the metadata of the store file at `url` without opening it.
+    open class func setMetadata(_ metadata: [String: Any], forPersistentStoreAt url: URL) throws {
+        throw CoreDataError(.persistentStoreOperation, "\(String(describing: self)) cannot write metadata to a file")
+    }
+
+    /// The coordinator the store was added to (PS-05); weak, the coordinator owns its stores.
+    public internal(set) weak var persistentStoreCoordinator: PersistentStoreCoordinator?
+
+    /// Moves the store to `url` (PC-14). The default relabels it: an atomic
+    /// store writes its next save there and moves no file now. Stores with
+    /// an open connection (SQLite) override it to reopen at the new place.
+    open func relocate(to url: URL) throws {
+        self.url = url
+    }
+
+    /// Called when the store has been added to a coordinator, before `load()`
+    /// (PS-16). The default does nothing.
+    open func didAdd(to coordinator: PersistentStoreCoordinator) {}
+
+    /// Called when the coordinator removes the store (AS-10: a store that
+    /// created a reservation file and never saved deletes it here).
+    open func willRemoveFromPersistentStoreCoordinator() {}
 
     // MARK: - Row-level contract (overridden by concrete stores)
 

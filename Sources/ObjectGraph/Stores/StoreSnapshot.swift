@@ -46,6 +46,10 @@ public struct StoreSaveRequest {
     /// relationships through the inverse to-one (a foreign key) may ignore
     /// entries whose inverse is to-one; many-to-many needs them.
     public var toManyChanges: [ToManyChange] = []
+    /// For each updated object, the changed attributes and to-one
+    /// relationships with old and new values (to-ones as object IDs), for
+    /// change history and sync; the snapshots in `updated` stay authoritative.
+    public var changedValues: [ManagedObjectID: [String: PropertyChange]] = [:]
     /// Who saved: the context's name and transaction author, for the change history.
     public var contextName: String?
     public var transactionAuthor: String?

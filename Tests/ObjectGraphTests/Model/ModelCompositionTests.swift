@@ -39,10 +39,10 @@ import Testing
     @Test func templatesSetReplaceAndRemove() throws {
         // MOM-FT-01, MOM-FT-02, MOM-FT-04, MOM-FT-05
         let model = ReferenceModel.make()
-        #expect(model.fetchRequestTemplate(forName: "EmployeesEarningMoreThan")?.predicateFormat == "salary > $MIN")
+        #expect(model.fetchRequestTemplate(forName: "EmployeesEarningMoreThan")?.predicate?.predicateFormat == "salary > $MIN")
         #expect(model.fetchRequestTemplate(forName: "Unknown") == nil)
         let replacement = FetchRequest(entityName: "Department")
-        replacement.predicateFormat = "budget > $MIN"
+        replacement.predicate = try FetchPredicate(format: "budget > $MIN")
         model.setFetchRequestTemplate(replacement, forName: "EmployeesEarningMoreThan")
         #expect(model.fetchRequestTemplate(forName: "EmployeesEarningMoreThan") === replacement)
         model.setFetchRequestTemplate(nil, forName: "EmployeesEarningMoreThan")
@@ -54,7 +54,7 @@ import Testing
     @Test func templatesAndConfigurationsLoadFromXML() throws {
         let model = try ManagedObjectModel(contentsOf: TestPaths.companyModel)
         #expect(model.fetchRequestTemplate(forName: "EmployeesEarningMoreThan")?.entityName == "Employee")
-        #expect(model.fetchRequestTemplate(forName: "EmployeesEarningMoreThan")?.predicateFormat == "salary > $MIN")
+        #expect(model.fetchRequestTemplate(forName: "EmployeesEarningMoreThan")?.predicate?.predicateFormat == "salary > $MIN")
         #expect(model.entities(forConfiguration: "Directory")?.map(\.name) == ["Department", "Employee"])
         #expect(model.versionIdentifiers == ["1.0"])
     }

@@ -88,7 +88,7 @@ import Testing
         let scratch = AttributeDescription(name: "scratch", type: .undefined)
         scratch.isTransient = true
         let fetched = FetchedPropertyDescription(name: "similar", fetchRequest: FetchRequest(entityName: "Thing"))
-        fetched.fetchRequest?.predicateFormat = "code BEGINSWITH $FETCH_SOURCE.code"
+        fetched.fetchRequest?.predicate = try FetchPredicate(format: "code BEGINSWITH $FETCH_SOURCE.code")
         entity.properties = attributes + [code, when, shape, scratch, fetched]
         let model = ManagedObjectModel()
         model.entities = [entity]

@@ -54,7 +54,7 @@ enum ReferenceModel {
         model.entities = [department, employee]
         model.versionIdentifiers = ["1.0"]
         let template = FetchRequest(entityName: "Employee")
-        template.predicateFormat = "salary > $MIN"
+        template.predicate = try! FetchPredicate(format: "salary > $MIN")
         model.setFetchRequestTemplate(template, forName: "EmployeesEarningMoreThan")
         model.setEntities([department, employee], forConfiguration: "Directory")
         return model

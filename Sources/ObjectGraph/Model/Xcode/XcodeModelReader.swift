@@ -295,7 +295,11 @@ private struct Reader {
         let a = element.attributes
         let request = FetchRequest(entityName: a["entity"])
         request.sourceLine = element.line
-        request.predicateFormat = a["predicateString"]
+        if let format = a["predicateString"], !format.isEmpty {
+            do { request.predicate = try FetchPredicate(format: format) } catch {
+                problem("fetch request predicate '\(format)' is invalid: \(error)", line: element.line)
+            }
+        }
         request.fetchLimit = a["fetchLimit"].flatMap { Int($0) } ?? 0
         request.fetchBatchSize = a["fetchBatchSize"].flatMap { Int($0) } ?? 0
         if let includes = a["includeSubentities"] { request.includesSubentities = flag(includes) }

@@ -159,7 +159,7 @@ public enum XcodeModelWriter {
     private static func fetchRequestAttributes(_ request: FetchRequest, name: String) -> [(String, String)] {
         var a: [(String, String)] = [("name", name)]
         if let entity = request.entityName { a.append(("entity", entity)) }
-        if let predicate = request.predicateFormat { a.append(("predicateString", predicate)) }
+        if let predicate = request.predicate?.predicateFormat { a.append(("predicateString", predicate)) }
         if request.fetchLimit != 0 { a.append(("fetchLimit", String(request.fetchLimit))) }
         if request.fetchBatchSize != 0 { a.append(("fetchBatchSize", String(request.fetchBatchSize))) }
         if !request.includesSubentities { a.append(("includeSubentities", "NO")) }

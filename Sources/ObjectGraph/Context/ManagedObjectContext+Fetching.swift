@@ -1,0 +1,160 @@
+import Foundation
+
+/// Fetching (MOC-FE-*, FR-*): store results merged with the context's
+/// unsaved state, then filtered, sorted and cut in memory on the objects.
+extension ManagedObjectContext {
+    /// Runs a request of any result type: managed objects, object IDs,
+    /// dictionaries, or a one-element `[Int]` count (MOC-FE-01).
+    ///
+    /// ```swift
+    /// let request = FetchRequest(entityName: "Employee")
+    /// request.resultType = .managedObjectID
+    /// let ids = try context.execute(request) as! [ManagedObjectID]
+    /// ```
+    public func execute(_ request: FetchRequest) throws -> [Any] {
+        checkConfinement()
+        let objects = try matchingObjects(request)
+        switch request.resultType {
+        case .managedObject: return objects
+        case .managedObjectID: return objects.map(\.objectID)
+        case .count: return [objects.count]
+        case .dictionary:
+            let entity = try resolveEntity(request)
+            let layout = EntityLayout.of(entity)
+            let keys = request.propertiesToFetch ?? layout.attributes.map(\.name)
+            var rows: [[String: Any]] = []
+            for object in objects {
+                var row: [String: Any] = [:]
+                for key in keys {
+                    let value = try object.value(forKeyPath: key)
+                    if let related = value as? ManagedObject { row[key] = related.objectID } else if let value { row[key] = value }
+                }
+                if request.returnsDistinctResults && rows.contains(where: { NSDictionary(dictionary: $0).isEqual(to: row) }) { continue }
+                rows.append(row)
+            }
+            return rows
+        }
+    }
+
+    /// The managed objects matching `request` (MOC-FE-01…07); throws if its
+    /// result type is not `.managedObject`.
+    public func fetch(_ request: FetchRequest) throws -> [ManagedObject] {
+        guard request.resultType == .managedObject else {
+            throw CoreDataError(.coreData, "fetch(_:) returns managed objects; use execute(_:) for result type \(request.resultType)")
+        }
+        return try execute(request) as! [ManagedObject]
+    }
+
+    /// Typed form of `fetch(_:)`.
+    public func fetch<T: ManagedObject>(_ request: FetchRequest, as type: T.Type) throws -> [T] {
+        try fetch(request).map { object in
+            guard let typed = object as? T else {
+                throw CoreDataError(.coreData, "Fetched \(object.entity.name) is a \(Swift.type(of: object)), not a \(T.self); register the class with ManagedObjectClassRegistry")
+            }
+            return typed
+        }
+    }
+
+    /// The number of objects `fetch` would return (MOC-FE-08).
+    public func count(for request: FetchRequest) throws -> Int {
+        checkConfinement()
+        return try matchingObjects(request).count
+    }
+
+    func resolveEntity(_ request: FetchRequest) throws -> EntityDescription {
+        let model = persistentStoreCoordinator.managedObjectModel
+        if let entity = request.entity, entity.managedObjectModel === model { return entity }
+        guard let name = request.entityName ?? request.entity?.name, let entity = model.entitiesByName[name] else {
+            throw CoreDataError(.coreData, "A fetch request needs an entity of this context's model; '\(request.entityName ?? "nil")' is not one")
+        }
+        return entity
+    }
+
+    func matchingObjects(_ request: FetchRequest) throws -> [ManagedObject] {
+        let entity = try resolveEntity(request)
+        if request.includesPendingChanges { processPendingChanges() }
+        func fits(_ e: EntityDescription) -> Bool { request.includesSubentities ? e.isKindOf(entity: entity) : e === entity }
+
+        let snapshots = try persistentStoreCoordinator.fetchSnapshots(for: entity, request: request)
+        // Rows of records not loaded here are filtered before any object is
+        // made when the predicate reads only attributes (RowPredicateFilter).
+        let rowFilter = request.predicate.flatMap { RowPredicateFilter($0, entity: entity) }
+        var seen = Set<ObjectIdentifier>()
+        var prematched = Set<ObjectIdentifier>()
+        var candidates: [ManagedObject] = []
+        candidates.reserveCapacity(snapshots.count + insertedSet.count)
+        for snapshot in snapshots {
+            let registered = registry[snapshot.objectID]?.object
+            var rowMatched = false
+            if let rowFilter, registered == nil || registered!.isFault {
+                guard try rowFilter.matches(snapshot.values) else { continue }
+                rowMatched = true
+            }
+            let object = registered ?? objectForID(snapshot.objectID)
+            if object.isFault && !request.returnsObjectsAsFaults {
+                object.load(values: values(from: snapshot), version: snapshot.version, context: self)
+            }
+            if seen.insert(ObjectIdentifier(object)).inserted {
+                candidates.append(object)
+                if rowMatched { prematched.insert(ObjectIdentifier(object)) }
+            }
+        }
+        if request.includesPendingChanges {
+            candidates.removeAll { deletedSet.contains($0) }
+            for object in insertedSet where fits(object.entity) && seen.insert(ObjectIdentifier(object)).inserted {
+                candidates.append(object)
+            }
+        }
+        var result = try candidates.filter { try prematched.contains(ObjectIdentifier($0)) || matches(request, $0) }
+        if !request.sortDescriptors.isEmpty {
+            result = try FetchSortDescriptor.sort(result, using: request.sortDescriptors)
+        }
+        if request.fetchOffset > 0 { result = Array(result.dropFirst(request.fetchOffset)) }
+        if request.fetchLimit > 0 && result.count > request.fetchLimit { result = Array(result.prefix(request.fetchLimit)) }
+        for path in request.relationshipKeyPathsForPrefetching {
+            for object in result { _ = try? object.value(forKeyPath: path) }
+        }
+        return result
+    }
+
+    func matches(_ request: FetchRequest, _ object: ManagedObject, variables: [String: Any?] = [:]) throws -> Bool {
+        guard let predicate = request.predicate else { return true }
+        return try predicate.evaluate(with: object, substitutionVariables: variables)
+    }
+}
+
+extension ManagedObjectContext {
+    /// The value of a fetched property (FP-*): its request run with
+    /// `$FETCH_SOURCE` bound to the owner and `$FETCHED_PROPERTY` to the
+    /// description, evaluated lazily and cached on the owner until it is
+    /// refreshed or turned into a fault. Returns an array of objects.
+    func fetchedPropertyValue(_ property: FetchedPropertyDescription, of object: ManagedObject) throws -> Any? {
+        if let cached = object.fetchedValues[property.name] { return cached }
+        guard let template = property.fetchRequest else {
+            throw CoreDataError(.coreData, "Fetched property \(object.entity.name).\(property.name) has no fetch request")
+        }
+        let request = template.copy()
+        let variables: [String: Any?] = ["FETCH_SOURCE": object, "FETCHED_PROPERTY": property]
+        request.predicate = template.predicate?.withSubstitutionVariables(variables)
+        let result: [Any] = try execute(request)
+        object.fetchedValues[property.name] = result
+        return result
+    }
+}
+
+/// Lets predicate expressions (`FETCH(...)`) run requests in a context.
+extension ManagedObjectContext: FetchRequestExecuting {
+    public func execute(_ request: Any) throws -> [Any] {
+        guard let request = request as? FetchRequest else {
+            throw CoreDataError(.coreData, "A context executes FetchRequest values, not \(type(of: request))")
+        }
+        return try execute(request)
+    }
+
+    public func count(for request: Any) throws -> Int {
+        guard let request = request as? FetchRequest else {
+            throw CoreDataError(.coreData, "A context counts FetchRequest values, not \(type(of: request))")
+        }
+        return try count(for: request)
+    }
+}

@@ -1,0 +1,345 @@
+import Foundation
+
+/// The save pipeline in Core Data's order (MOC-SV-06).
+extension ManagedObjectContext {
+    /// Commits every unsaved change to the stores (MOC-SV-01):
+    /// 1. processPendingChanges; 2. will-save notification; 3. delete rules
+    /// (when not propagated at end of event); 4. validation, every error at
+    /// once (1560 with details); 5. `willSave` hooks; 6. store assignment and
+    /// permanent IDs; 7. conflict detection; 8. the merge policy; 9. one
+    /// `StoreSaveRequest` per store; 10. commit in memory and `didSave`;
+    /// 11. did-save notification with a `ContextChangeSet`.
+    /// A failed save leaves objects, sets and temporary IDs as they were (MOC-SV-04).
+    ///
+    /// ```swift
+    /// do { try context.save() }
+    /// catch let error as CoreDataError where error.code == .validationMultipleErrors {
+    ///     for detail in error.detailedErrors { print(detail.message) }
+    /// }
+    /// ```
+    public func save() throws {
+        checkConfinement()
+        guard !isSaving && !isProcessingPendingChanges else {
+            throw CoreDataError(.coreData, "save() was called while the context is saving or posting objects-did-change; save after the handler returns (MOC-SV-05)")
+        }
+        processPendingChanges()
+        guard hasChanges || !lockedSet.isEmpty else { return }
+        isSaving = true
+        defer { isSaving = false; objectsChangedDuringWillSave = nil }
+        post(Self.willSaveNotification, inserted: insertedSet, updated: updatedSet, deleted: deletedSet)
+        if !propagatesDeletesAtEndOfEvent {
+            propagateDeletes()
+            for object in forgottenInserts { updatedSet.remove(object) }
+        }
+
+        try validateForSave()
+        try runWillSaveHooks()
+
+        // Step 6: stores and permanent IDs, not applied until the writes succeed.
+        let inserted = Array(insertedSet)
+        var newIDs = try allocatePermanentIDs(for: inserted.filter { $0.objectID.isTemporaryID })
+        for object in inserted where !object.objectID.isTemporaryID { newIDs[ObjectIdentifier(object)] = object.objectID }
+        func finalID(_ object: ManagedObject) -> ManagedObjectID { newIDs[ObjectIdentifier(object)] ?? object.objectID }
+        try checkCrossStoreRelationships(inserted + Array(updatedSet), finalID)
+
+        // Steps 7–8: conflicts against what the coordinator and stores hold now.
+        // Resolving can touch more objects (inverse repairs), which are
+        // checked in turn; a few rounds settle any realistic graph.
+        var rounds = 0
+        while try resolveConflicts() {
+            rounds += 1
+            if rounds >= 8 {
+                throw CoreDataError(.managedObjectContextMerge, "Conflicts kept appearing while the merge policy resolved them; save again")
+            }
+        }
+        guard hasChanges || !lockedSet.isEmpty else { return finishEmptySave() }
+
+        // Step 9: one request per store.
+        var requests: [ObjectIdentifier: (PersistentStore, StoreSaveRequest)] = [:]
+        func request(for store: PersistentStore) -> StoreSaveRequest {
+            requests[ObjectIdentifier(store)]?.1 ?? { var r = StoreSaveRequest(); r.contextName = name; r.transactionAuthor = transactionAuthor; return r }()
+        }
+        func put(_ store: PersistentStore, _ r: StoreSaveRequest) { requests[ObjectIdentifier(store)] = (store, r) }
+        var changeSet = ContextChangeSet()
+        changeSet.contextName = name
+        changeSet.transactionAuthor = transactionAuthor
+
+        for object in inserted {
+            let store = try self.store(for: object)
+            var r = request(for: store)
+            let values = storedValues(of: object, finalID)
+            r.inserted.append(StoreSnapshot(objectID: finalID(object), version: 1, values: values))
+            r.toManyChanges += toManyChanges(of: object, finalID, onlyChanged: false)
+            put(store, r)
+            changeSet.inserted.append(ObjectChange(objectID: finalID(object), entityName: object.entity.name,
+                                                   changes: values.mapValues { PropertyChange(oldValue: nil, newValue: $0) }))
+        }
+        var writtenUpdates: [ManagedObject] = []
+        for object in updatedSet.union(lockedSet) where !deletedSet.contains(object) && !insertedSet.contains(object) {
+            guard let store = object.objectID.persistentStore ?? persistentStoreCoordinator.store(withIdentifier: object.objectID.storeIdentifier) else { continue }
+            let changes = propertyChanges(of: object, finalID)
+            let toMany = toManyChanges(of: object, finalID, onlyChanged: true)
+            if changes.isEmpty && toMany.isEmpty && !lockedSet.contains(object) { continue }
+            var r = request(for: store)
+            r.updated.append((StoreSnapshot(objectID: object.objectID, version: object.storeVersion + 1, values: storedValues(of: object, finalID)), object.storeVersion))
+            r.toManyChanges += toMany
+            if !changes.isEmpty { r.changedValues[object.objectID] = changes }
+            put(store, r)
+            writtenUpdates.append(object)
+            if !changes.isEmpty || !toMany.isEmpty {
+                var all = changes
+                for change in toMany {
+                    let old = (object.committed[change.relationship.name] as? [ManagedObject])?.map(finalID)
+                    all[change.relationship.name] = PropertyChange(oldValue: old, newValue: change.destinations)
+                }
+                changeSet.updated.append(ObjectChange(objectID: object.objectID, entityName: object.entity.name, changes: all))
+            }
+        }
+        for object in deletedSet {
+            guard let store = object.objectID.persistentStore ?? persistentStoreCoordinator.store(withIdentifier: object.objectID.storeIdentifier) else { continue }
+            var r = request(for: store)
+            r.deleted.append((object.objectID, object.storeVersion))
+            put(store, r)
+            let old = object.isFault ? [:] : storedValues(of: object, finalID, committed: true)
+            changeSet.deleted.append(ObjectChange(objectID: object.objectID, entityName: object.entity.name,
+                                                  changes: old.mapValues { PropertyChange(oldValue: $0, newValue: nil) }))
+        }
+
+        var written: [PersistentStore] = []
+        for (store, r) in requests.values where !r.isEmpty {
+            do {
+                try persistentStoreCoordinator.save(r, to: store)
+                written.append(store)
+            } catch let conflict as StoreVersionConflict {
+                throw CoreDataError(written.isEmpty ? .managedObjectContextMerge : .persistentStoreIncompleteSave,
+                                    "Another writer changed \(conflict.current.count) object(s) while this save was being written",
+                                    userInfo: [CoreDataError.affectedStoresErrorKey: [store], MergeConflict.conflictListKey: [MergeConflict]()])
+            } catch {
+                if written.isEmpty { throw error }
+                throw CoreDataError(.persistentStoreIncompleteSave, "The save reached \(written.count) store(s) and then failed: \(error)",
+                                    userInfo: [CoreDataError.affectedStoresErrorKey: [store], CoreDataError.underlyingErrorKey: error])
+            }
+        }
+
+        // Step 10: commit in memory.
+        for object in inserted {
+            let store = try self.store(for: object)
+            let id = finalID(object)
+            id.persistentStore = store
+            rekey(object, to: id)
+            object.storeVersion = 1
+            commitValues(object)
+        }
+        for object in writtenUpdates {
+            object.storeVersion += 1
+            commitValues(object)
+        }
+        for object in updatedSet where !writtenUpdates.contains(object) { commitValues(object) }
+        let committedInserted = insertedSet, committedUpdated = updatedSet.union(writtenUpdates), committedDeleted = deletedSet
+        for object in committedDeleted { unregister(object) }
+        for object in forgottenInserts { unregister(object) }
+        forgottenInserts.removeAll()
+        insertedSet.removeAll(); updatedSet.removeAll(); deletedSet.removeAll(); lockedSet.removeAll(); mergeRetained.removeAll()
+        pendingInserted.removeAll(); pendingUpdated.removeAll(); pendingDeleted.removeAll()
+        pendingUndo.removeAll()
+        undoManager?.removeAllActions()
+        isSaving = false
+        for object in committedInserted.union(committedUpdated).union(committedDeleted) { object.didSave() }
+        post(Self.didSaveNotification, inserted: committedInserted, updated: Set(committedUpdated), deleted: committedDeleted,
+             extra: [Self.changeSetKey: changeSet])
+    }
+
+    private func finishEmptySave() {
+        undoManager?.removeAllActions()
+    }
+
+    private func validateForSave() throws {
+        var errors: [Error] = []
+        for object in insertedSet { do { try object.validateForInsert() } catch { errors.append(error) } }
+        for object in updatedSet where !insertedSet.contains(object) { do { try object.validateForUpdate() } catch { errors.append(error) } }
+        for object in deletedSet { do { try object.validateForDelete() } catch { errors.append(error) } }
+        if let error = CoreDataError.combining(errors) { throw error }
+    }
+
+    /// Calls `willSave` on every changed object, and again on objects its
+    /// public setters changed (LIFE-20); endless re-dirtying fails the save.
+    private func runWillSaveHooks() throws {
+        var round = insertedSet.union(updatedSet).union(deletedSet)
+        var rounds = 0
+        while !round.isEmpty {
+            rounds += 1
+            if rounds > 100 {
+                throw CoreDataError(.coreData, "willSave kept changing \(round.count) object(s) for 100 rounds; change values only when they differ (LIFE-20)",
+                                    userInfo: [CoreDataError.affectedObjectsErrorKey: Array(round)])
+            }
+            objectsChangedDuringWillSave = []
+            for object in round { object.willSave() }
+            round = objectsChangedDuringWillSave ?? []
+            objectsChangedDuringWillSave = nil
+        }
+        propagateDeletes()
+    }
+
+    private func checkCrossStoreRelationships(_ objects: [ManagedObject], _ finalID: (ManagedObject) -> ManagedObjectID) throws {
+        guard persistentStoreCoordinator.persistentStores.count > 1 else { return }
+        for object in objects where !deletedSet.contains(object) {
+            let home = try store(for: object)
+            for rel in object.layout.relationships where !rel.isTransient {
+                let related: [ManagedObject] = rel.isToMany ? (object.storage[rel.name] as? [ManagedObject] ?? []) : [(object.storage[rel.name] as? ManagedObject)].compactMap { $0 }
+                for other in related where !deletedSet.contains(other) {
+                    if try store(for: other) !== home {
+                        throw CoreDataError(.managedObjectContextExternalRelationship, "\(object.entity.name).\(rel.name) relates objects in different stores; use a URI attribute for cross-store references (MOID-06)",
+                                            userInfo: [CoreDataError.affectedObjectsErrorKey: [object, other]])
+                    }
+                }
+            }
+        }
+    }
+
+    func storedValues(of object: ManagedObject, _ finalID: (ManagedObject) -> ManagedObjectID, committed: Bool = false) -> [String: Any] {
+        let source = committed ? object.committed : object.storage
+        var out: [String: Any] = [:]
+        for attribute in object.layout.attributes where !attribute.isTransient {
+            if let v = source[attribute.name] { out[attribute.name] = v }
+        }
+        for rel in object.layout.relationships where !rel.isToMany && !rel.isTransient {
+            if let d = source[rel.name] as? ManagedObject, !(deletedSet.contains(d) && !committed) { out[rel.name] = finalID(d) }
+        }
+        return out
+    }
+
+    func propertyChanges(of object: ManagedObject, _ finalID: (ManagedObject) -> ManagedObjectID) -> [String: PropertyChange] {
+        var out: [String: PropertyChange] = [:]
+        for key in object.changedKeys where object.layout.persistentKeySet.contains(key) {
+            if object.layout.relationshipsByName[key]?.isToMany == true { continue }
+            let now = object.storage[key], then = object.committed[key]
+            if ManagedObject.valuesEqual(now, then) { continue }
+            func stored(_ v: Any?) -> Any? { (v as? ManagedObject).map(finalID) ?? v }
+            out[key] = PropertyChange(oldValue: stored(then), newValue: stored(now))
+        }
+        return out
+    }
+
+    func toManyChanges(of object: ManagedObject, _ finalID: (ManagedObject) -> ManagedObjectID, onlyChanged: Bool) -> [ToManyChange] {
+        var out: [ToManyChange] = []
+        for rel in object.layout.relationships where rel.isToMany && !rel.isTransient && !object.unloadedToMany.contains(rel.name) {
+            let members = object.storage[rel.name] as? [ManagedObject] ?? []
+            if onlyChanged && (!object.changedKeys.contains(rel.name) || ManagedObject.valuesEqual(members, object.committed[rel.name], ordered: rel.isOrdered)) { continue }
+            if !onlyChanged && members.isEmpty { continue }
+            out.append(ToManyChange(objectID: finalID(object), relationship: rel, destinations: members.filter { !deletedSet.contains($0) }.map(finalID)))
+        }
+        return out
+    }
+
+    func commitValues(_ object: ManagedObject) {
+        for key in object.layout.persistentKeys {
+            if object.unloadedToMany.contains(key) { continue }
+            if var members = object.storage[key] as? [ManagedObject] {
+                members.removeAll { deletedSet.contains($0) }
+                object.storage[key] = members
+            } else if let d = object.storage[key] as? ManagedObject, deletedSet.contains(d) {
+                object.storage[key] = nil
+            }
+            object.committed[key] = object.storage[key]
+        }
+        object.changedKeys = []
+    }
+
+    // MARK: - Conflicts (MOC-MO-13, MOC-MP-*, MOC-CR-*)
+
+    /// Detects conflicts and applies the merge policy; true when it resolved any.
+    private func resolveConflicts() throws -> Bool {
+        let checked = updatedSet.union(deletedSet).union(lockedSet)
+            .filter { !insertedSet.contains($0) && !$0.objectID.isTemporaryID && $0.storeVersion > 0 }
+        guard !checked.isEmpty else { return false }
+        let cached = persistentStoreCoordinator.cachedSnapshots(for: checked.map(\.objectID))
+        let current = try persistentStoreCoordinator.currentSnapshots(for: checked.map(\.objectID))
+        var conflicts: [(ManagedObject, StoreSnapshot?, StoreSnapshot?)] = []
+        for object in checked {
+            let now = current[object.objectID]
+            if now?.version != object.storeVersion { conflicts.append((object, now, cached[object.objectID])) }
+        }
+        guard !conflicts.isEmpty else { return false }
+        if mergePolicy == .error {
+            let list = conflicts.map { object, now, cache -> MergeConflict in
+                let snapshot = object.isFault ? [:] : storedValues(of: object, { $0.objectID }, committed: true)
+                let cacheMatchesStore = cache?.version == now?.version
+                return MergeConflict(object: object,
+                                     snapshot: cacheMatchesStore ? snapshot : nil,
+                                     cachedRow: cache?.values ?? now?.values ?? [:],
+                                     databaseRow: cacheMatchesStore ? nil : (now?.values ?? [:]),
+                                     newVersion: now?.version ?? 0, oldVersion: object.storeVersion)
+            }
+            throw CoreDataError(.managedObjectContextMerge, "\(list.count) object(s) changed in their store since this context read them (optimistic locking failure)",
+                                userInfo: [MergeConflict.conflictListKey: list, CoreDataError.affectedObjectsErrorKey: list.map(\.object)])
+        }
+        for (object, now, _) in conflicts { try resolve(object, store: now) }
+        return true
+    }
+
+    /// Applies the merge policy to one conflicting object (MOC-MP-04…MOC-MP-10).
+    private func resolve(_ object: ManagedObject, store row: StoreSnapshot?) throws {
+        guard let row else {
+            // Deleted in the store meanwhile (MOC-MP-10 ii).
+            switch mergePolicy {
+            case .mergeByPropertyStoreTrump, .rollback:
+                deletedSet.remove(object); updatedSet.remove(object); lockedSet.remove(object)
+                pendingDeleted.insert(object)
+                unregister(object)
+                return
+            default:
+                throw CoreDataError(.managedObjectContextReferentialIntegrity, "The \(object.entity.name) object \(object.objectID) was deleted from its store by another writer; it cannot be saved under \(mergePolicy)",
+                                    userInfo: [CoreDataError.affectedObjectsErrorKey: [object]])
+            }
+        }
+        let storeValues = values(from: row)
+        if deletedSet.contains(object) {
+            // Deleted here, updated in the store (MOC-MP-10 i).
+            switch mergePolicy {
+            case .mergeByPropertyStoreTrump, .rollback:
+                deletedSet.remove(object)
+                object.load(values: storeValues, version: row.version, context: self)
+                object.awake(fromSnapshotEvents: .mergePolicy)
+            default:
+                object.storeVersion = row.version
+            }
+            return
+        }
+        let snapshot = object.committed
+        var merged = object.storage
+        let persistentScalars = object.layout.persistentKeys.filter { object.layout.relationshipsByName[$0]?.isToMany != true }
+        switch mergePolicy {
+        case .error: return
+        case .overwrite:
+            break
+        case .rollback:
+            for key in persistentScalars { merged[key] = storeValues[key] }
+            object.changedKeys = object.changedKeys.filter { object.layout.relationshipsByName[$0]?.isToMany == true }
+        case .mergeByPropertyStoreTrump:
+            for key in persistentScalars where !ManagedObject.valuesEqual(storeValues[key], snapshot[key]) { merged[key] = storeValues[key] }
+        case .mergeByPropertyObjectTrump:
+            for key in persistentScalars where !object.changedKeys.contains(key) || ManagedObject.valuesEqual(object.storage[key], snapshot[key]) {
+                merged[key] = storeValues[key]
+            }
+        }
+        // To-ones whose value the policy changed: move the object between
+        // the inverse to-manys too, so the graph (and what is written) agrees.
+        var moved: [(RelationshipDescription, ManagedObject?, ManagedObject?)] = []
+        for rel in object.layout.relationships where !rel.isToMany && rel.inverseRelationship != nil {
+            let before = object.storage[rel.name] as? ManagedObject, after = merged[rel.name] as? ManagedObject
+            if before !== after { moved.append((rel.inverseRelationship!, before, after)) }
+        }
+        object.storage = merged
+        for (inverse, before, after) in moved {
+            try before?.removeOneSide(inverse, object)
+            try after?.addOneSide(inverse, object)
+        }
+        for key in persistentScalars { object.committed[key] = storeValues[key] }
+        object.storeVersion = row.version
+        object.changedKeys = Set(persistentScalars.filter { !ManagedObject.valuesEqual(merged[$0], storeValues[$0]) })
+            .union(object.changedKeys.filter { object.layout.relationshipsByName[$0]?.isToMany == true })
+        if object.changedKeys.isEmpty && !lockedSet.contains(object) { updatedSet.remove(object) }
+        if mergePolicy == .rollback { updatedSet.remove(object); lockedSet.remove(object) }
+        object.awake(fromSnapshotEvents: .mergePolicy)
+    }
+}

@@ -1,0 +1,634 @@
+import Foundation
+
+/// A scratch pad of managed objects over a coordinator's stores: Core Data's
+/// `NSManagedObjectContext` (MOC-*). It registers one instance per record
+/// (MOC-00a), tracks inserts, updates and deletes, applies delete rules,
+/// validates and saves, undoes, and merges other contexts' saves.
+///
+/// A context owns a serial queue; use it inside `perform`/`performAndWait`
+/// (a main-queue context on the main thread). Debug builds trap when a
+/// context is used off its queue.
+///
+/// ```swift
+/// let context = ManagedObjectContext(coordinator: coordinator)
+/// try context.performAndWait {
+///     let dept = try context.insertNewObject(forEntityName: "Department")
+///     try dept.setValue("Sales", forKey: "name")
+///     try context.save()
+/// }
+/// ```
+public final class ManagedObjectContext: NSLocking {
+    public enum ConcurrencyType: Sendable { case privateQueue, mainQueue }
+
+    public let concurrencyType: ConcurrencyType
+    /// The coordinator; required, so never nil (MOC-00c, MOC-PC-01/02).
+    public let persistentStoreCoordinator: PersistentStoreCoordinator
+    public var name: String?
+    /// Who is saving, recorded with each save (change history, sync).
+    public var transactionAuthor: String?
+    /// The conflict policy of `save()`; `.error` by default (MOC-MP-01).
+    public var mergePolicy: MergePolicy = .error
+    /// Nil by default, as on iPhone OS (MOC-UN-01); set one to enable undo.
+    public var undoManager: ContextUndoManager?
+    /// Negative: cached snapshots never go stale (the default, -1); 0: always
+    /// refetch when firing faults (MOC-ST-*).
+    public var stalenessInterval: TimeInterval = -1
+    /// True (default): delete rules run at `processPendingChanges`; false: at save (MOC-DP-*).
+    public var propagatesDeletesAtEndOfEvent = true
+    /// False (default): clean objects are held weakly and freed when unused (MOC-RR-*).
+    public var retainsRegisteredObjects = false {
+        didSet {
+            if retainsRegisteredObjects { for entry in registry.values { if let o = entry.object { strongRegistered[ObjectIdentifier(o)] = o } } }
+            else { strongRegistered.removeAll() }
+        }
+    }
+
+    let queue: DispatchQueue
+    private static let queueKey = DispatchSpecificKey<ObjectIdentifier>()
+    private let recursiveLock = NSRecursiveLock()
+
+    final class WeakEntry { weak var object: ManagedObject?; init(_ o: ManagedObject) { object = o } }
+    var registry: [ManagedObjectID: WeakEntry] = [:]
+    var strongRegistered: [ObjectIdentifier: ManagedObject] = [:]
+    var insertedSet = Set<ManagedObject>() { didSet { hasChangesMayHaveChanged() } }
+    var updatedSet = Set<ManagedObject>() { didSet { hasChangesMayHaveChanged() } }
+    var deletedSet = Set<ManagedObject>() { didSet { hasChangesMayHaveChanged() } }
+    private var lastReportedHasChanges = false
+    private var hasChangesObservers: [Int: (Bool) -> Void] = [:]
+    private var nextHasChangesObserver = 0
+    /// Objects marked by `detectConflicts(for:)` (MOC-MO-13, MOC-MO-14).
+    var lockedSet = Set<ManagedObject>()
+    /// Faults created by a merge, held until the next save or reset (MOC-MG-03).
+    var mergeRetained = Set<ManagedObject>()
+    var assignedStores: [ObjectIdentifier: PersistentStore] = [:]
+
+    // Changes since the last processPendingChanges.
+    var pendingInserted = Set<ManagedObject>()
+    var pendingUpdated = Set<ManagedObject>()
+    var pendingDeleted = Set<ManagedObject>()
+    var pendingRefreshed = Set<ManagedObject>()
+    var pendingUndo: [UndoRecord] = []
+    var deletesToPropagate: [ManagedObject] = []
+    var changeProcessingDisabled = 0
+    var isApplyingUndo = false
+    var isProcessingPendingChanges = false
+    var isSaving = false
+    var objectsChangedDuringWillSave: Set<ManagedObject>?
+    /// Objects inserted then deleted before any save, forgotten at the next
+    /// processPendingChanges (kept registered while undo may restore them).
+    var forgottenInserts: [ManagedObject] = []
+
+    /// What processPendingChanges registers with the undo manager.
+    enum UndoRecord {
+        case change(ManagedObject, String, Any?)
+        case insert(ManagedObject)
+        case delete(ManagedObject)
+    }
+
+    /// A context on `coordinator`.
+    public init(coordinator: PersistentStoreCoordinator, concurrencyType: ConcurrencyType = .privateQueue) {
+        self.persistentStoreCoordinator = coordinator
+        self.concurrencyType = concurrencyType
+        self.queue = concurrencyType == .mainQueue ? DispatchQueue.main : DispatchQueue(label: "ObjectGraph.ManagedObjectContext")
+        queue.setSpecific(key: Self.queueKey, value: ObjectIdentifier(self))
+        storesObserver = NotificationCenter.default.addObserver(forName: PersistentStoreCoordinator.storesDidChangeNotification, object: coordinator, queue: nil) { [weak self] note in
+            guard let removed = note.userInfo?[PersistentStoreCoordinator.removedPersistentStoresKey] as? [PersistentStore], !removed.isEmpty else { return }
+            let identifiers = Set(removed.map(\.identifier))
+            self?.queue.async { [weak self] in self?.invalidateObjects(inStores: identifiers) }
+        }
+    }
+
+    deinit {
+        if let storesObserver { NotificationCenter.default.removeObserver(storesObserver) }
+    }
+
+    private var storesObserver: NSObjectProtocol?
+
+    /// Objects of a store that left the coordinator are forgotten and
+    /// reported under `invalidated` (MOC-UK-05).
+    func invalidateObjects(inStores identifiers: Set<String>) {
+        var invalidated = Set<ManagedObject>()
+        for entry in Array(registry.values) {
+            guard let object = entry.object, let store = object.objectID.storeIdentifier, identifiers.contains(store) else { continue }
+            insertedSet.remove(object); updatedSet.remove(object); deletedSet.remove(object); lockedSet.remove(object)
+            unregister(object)
+            invalidated.insert(object)
+        }
+        post(Self.objectsDidChangeNotification, invalidated: invalidated)
+    }
+
+    // MARK: - Confinement
+
+    /// Runs `block` on the context's queue, asynchronously. The end of the
+    /// block is an "end of event": pending changes are processed then (MOC-PP-02).
+    public func perform(_ block: @escaping () -> Void) {
+        // The block keeps the context alive until it has run (MOC-LK-05).
+        queue.async { [self] in
+            withExtendedLifetime(self) {
+                block()
+                processPendingChanges()
+            }
+        }
+    }
+
+    /// Runs `block` on the context's queue and waits; reentrant.
+    public func performAndWait<T>(_ block: () throws -> T) rethrows -> T {
+        if isOnQueue { return try block() }
+        return try queue.sync(execute: block)
+    }
+
+    var isOnQueue: Bool {
+        if concurrencyType == .mainQueue && Thread.isMainThread { return true }
+        return DispatchQueue.getSpecific(key: Self.queueKey) == ObjectIdentifier(self)
+    }
+
+    /// Traps in debug builds when the context is used off its queue.
+    @inline(__always) func checkConfinement(_ function: StaticString = #function) {
+        #if DEBUG
+        if !isOnQueue {
+            preconditionFailure("ObjectGraph: ManagedObjectContext.\(function) called off the context's queue; wrap the call in perform { } or performAndWait { }")
+        }
+        #endif
+    }
+
+    // MARK: - hasChanges observation (MOC-HC-02, MOC-HC-03)
+
+    /// Calls `handler` with the new value each time `hasChanges` flips. The
+    /// call is made asynchronously on the context's queue, after the change
+    /// that caused it has finished, so the handler may use the context.
+    ///
+    /// ```swift
+    /// let token = context.observeHasChanges { dirty in saveButton.isEnabled = dirty }
+    /// ```
+    public func observeHasChanges(_ handler: @escaping (Bool) -> Void) -> ObservationToken {
+        nextHasChangesObserver += 1
+        let id = nextHasChangesObserver
+        hasChangesObservers[id] = handler
+        lastReportedHasChanges = hasChanges
+        return ObservationToken { [weak self] in self?.hasChangesObservers[id] = nil }
+    }
+
+    private func hasChangesMayHaveChanged() {
+        guard !hasChangesObservers.isEmpty else { return }
+        let now = hasChanges
+        guard now != lastReportedHasChanges else { return }
+        lastReportedHasChanges = now
+        let handlers = Array(hasChangesObservers.values)
+        queue.async { for handler in handlers { handler(now) } }
+    }
+
+    // MARK: - NSLocking (MOC-LK-*)
+
+    public func lock() { recursiveLock.lock() }
+    public func unlock() { recursiveLock.unlock() }
+    public func tryLock() -> Bool { recursiveLock.try() }
+
+    // MARK: - Registration
+
+    /// Every registered object, faults included (MOC-00d).
+    public var registeredObjects: Set<ManagedObject> {
+        checkConfinement()
+        var out = Set<ManagedObject>()
+        for entry in registry.values { if let o = entry.object { out.insert(o) } }
+        return out
+    }
+    public var insertedObjects: Set<ManagedObject> { checkConfinement(); return insertedSet }
+    public var updatedObjects: Set<ManagedObject> { checkConfinement(); return updatedSet }
+    public var deletedObjects: Set<ManagedObject> { checkConfinement(); return deletedSet }
+    /// Uncommitted changes exist (MOC-HC-01).
+    public var hasChanges: Bool { !insertedSet.isEmpty || !updatedSet.isEmpty || !deletedSet.isEmpty }
+
+    /// The registered object for `id`, or nil; never touches a store.
+    public func registeredObject(for id: ManagedObjectID) -> ManagedObject? {
+        checkConfinement()
+        return registry[id]?.object
+    }
+
+    /// The object for `id`: registered, or a new fault (not checked against
+    /// the store until fired) (MOC-00a).
+    public func object(with id: ManagedObjectID) -> ManagedObject {
+        checkConfinement()
+        return objectForID(id)
+    }
+
+    /// The object for `id`, loaded; throws 133000 if its record does not exist.
+    public func existingObject(with id: ManagedObjectID) throws -> ManagedObject {
+        checkConfinement()
+        if let o = registry[id]?.object {
+            if deletedSet.contains(o) || o.wasForgotten { throw missingObject(id) }
+            try o.fireFaultIfNeeded()
+            return o
+        }
+        guard !id.isTemporaryID, let snapshot = try persistentStoreCoordinator.snapshot(for: id, staleness: -1) else { throw missingObject(id) }
+        let o = objectForID(id)
+        o.load(values: values(from: snapshot), version: snapshot.version, context: self)
+        return o
+    }
+
+    func missingObject(_ id: ManagedObjectID) -> CoreDataError {
+        CoreDataError(.managedObjectContextReferentialIntegrity, "No \(id.entityName) object exists with ID \(id)", userInfo: [CoreDataError.affectedObjectsErrorKey: [id]])
+    }
+
+    func objectForID(_ id: ManagedObjectID) -> ManagedObject {
+        if let o = registry[id]?.object { return o }
+        let type = ManagedObjectClassRegistry.shared.objectClass(for: id.entity)
+        let object = type.makeFault(entity: id.entity, id: id)
+        register(object)
+        return object
+    }
+
+    func register(_ object: ManagedObject) {
+        object.managedObjectContext = self
+        registry[object.objectID] = WeakEntry(object)
+        if retainsRegisteredObjects { strongRegistered[ObjectIdentifier(object)] = object }
+    }
+
+    func unregister(_ object: ManagedObject) {
+        if registry[object.objectID]?.object === object { registry[object.objectID] = nil }
+        strongRegistered[ObjectIdentifier(object)] = nil
+        mergeRetained.remove(object)
+        assignedStores[ObjectIdentifier(object)] = nil
+        object.managedObjectContext = nil
+        object.wasForgotten = true
+    }
+
+    /// Drops the dead uniquing entry of a freed object. An object released
+    /// off the context's queue leaves its entry to be removed on the queue.
+    func objectWillDeallocate(_ id: ManagedObjectID) {
+        guard isOnQueue else {
+            queue.async { [weak self] in self?.objectWillDeallocate(id) }
+            return
+        }
+        if let entry = registry[id], entry.object == nil { registry[id] = nil }
+    }
+
+    /// Turns stored snapshot values into object values (to-one IDs to objects).
+    func values(from snapshot: StoreSnapshot) -> [String: Any] {
+        var out = snapshot.values
+        for (key, value) in snapshot.values {
+            if let id = value as? ManagedObjectID { out[key] = objectForID(id) }
+        }
+        return out
+    }
+
+    func withChangeProcessingDisabled(_ body: () -> Void) {
+        changeProcessingDisabled += 1
+        defer { changeProcessingDisabled -= 1 }
+        body()
+    }
+
+    /// Inverse maintenance is off while loading (LIFE-10) and while undoing,
+    /// which replays both sides of every change itself.
+    var maintainsInverses: Bool { changeProcessingDisabled == 0 && !isApplyingUndo }
+
+    // MARK: - Faults
+
+    func fulfillFault(_ object: ManagedObject) throws {
+        guard object.isFault else { return }
+        guard let snapshot = try persistentStoreCoordinator.snapshot(for: object.objectID, staleness: stalenessInterval) else {
+            throw CoreDataError(.managedObjectContextReferentialIntegrity, "CoreData could not fulfill a fault for \(object.objectID): the \(object.entity.name) record no longer exists", userInfo: [CoreDataError.affectedObjectsErrorKey: [object]])
+        }
+        object.load(values: values(from: snapshot), version: snapshot.version, context: self)
+    }
+
+    func fetchRelated(_ rel: RelationshipDescription, of object: ManagedObject) throws -> [ManagedObject] {
+        if object.objectID.isTemporaryID || insertedSet.contains(object) { return [] }
+        return try persistentStoreCoordinator.relatedObjectIDs(for: rel, of: object.objectID).map(objectForID)
+    }
+
+    // MARK: - Insert and delete
+
+    /// Inserts a new object (MOC-MO-01); traps for an abstract entity or one
+    /// outside the coordinator's model (MOC-MO-03). Inserting twice is a no-op.
+    public func insert(_ object: ManagedObject) {
+        checkConfinement()
+        do { try insertChecked(object) } catch { preconditionFailure("ObjectGraph: \(error)") }
+    }
+
+    /// Creates and inserts an object of the named entity, of its registered
+    /// class (OBJ-06, OBJ-08). Throws for an unknown or abstract entity.
+    ///
+    /// ```swift
+    /// let employee = try context.insertNewObject(forEntityName: "Employee") as! Employee
+    /// ```
+    @discardableResult
+    public func insertNewObject(forEntityName name: String) throws -> ManagedObject {
+        checkConfinement()
+        guard let entity = persistentStoreCoordinator.managedObjectModel.entitiesByName[name] else {
+            throw CoreDataError(.coreData, "The model has no entity named '\(name)'", userInfo: [CoreDataError.entityNameErrorKey: name])
+        }
+        try checkInsertable(entity)
+        let type = ManagedObjectClassRegistry.shared.objectClass(for: entity)
+        return type.init(entity: entity, insertInto: self)
+    }
+
+    func checkInsertable(_ entity: EntityDescription) throws {
+        if entity.isAbstract {
+            throw CoreDataError(.coreData, "Cannot create an object of the abstract entity \(entity.name) (MOD-05)", userInfo: [CoreDataError.entityNameErrorKey: entity.name])
+        }
+        guard entity.managedObjectModel === persistentStoreCoordinator.managedObjectModel else {
+            throw CoreDataError(.coreData, "The entity \(entity.name) is not from this context's model (OBJ-05)", userInfo: [CoreDataError.entityNameErrorKey: entity.name])
+        }
+    }
+
+    func insertChecked(_ object: ManagedObject) throws {
+        if object.managedObjectContext === self && registry[object.objectID]?.object === object && !deletedSet.contains(object) { return }
+        if let other = object.managedObjectContext, other !== self {
+            throw CoreDataError(.coreData, "The \(object.entity.name) object belongs to another context (MOC-MO-03)")
+        }
+        try checkInsertable(object.entity)
+        register(object)
+        object.wasForgotten = false
+        if !object.hasAwokenFromInsert {
+            for attribute in object.layout.attributes where object.storage[attribute.name] == nil {
+                if let value = attribute.defaultValue { object.storage[attribute.name] = value }
+            }
+            for name in object.layout.toManyNames where object.storage[name] == nil { object.storage[name] = [ManagedObject]() }
+            object.unloadedToMany = []
+            object.isFault = false
+        }
+        insertedSet.insert(object)
+        pendingInserted.insert(object)
+        recordUndo(.insert(object))
+        if !object.hasAwokenFromInsert {
+            object.hasAwokenFromInsert = true
+            object.awakeFromInsert()
+        }
+    }
+
+    /// Marks an object for deletion at the next save (MOC-MO-04); a never-saved
+    /// object simply leaves the context (MOC-MO-05). `prepareForDeletion` runs
+    /// at once (LIFE-25); delete rules run at the end of the event or at save
+    /// (MOC-MO-06, MOC-DP-*).
+    public func delete(_ object: ManagedObject) {
+        checkConfinement()
+        guard object.managedObjectContext === self, !deletedSet.contains(object) else { return }
+        try? object.fireFaultIfNeeded()
+        object.prepareForDeletion()
+        if insertedSet.contains(object) {
+            insertedSet.remove(object)
+            pendingInserted.remove(object)
+        } else {
+            deletedSet.insert(object)
+            updatedSet.remove(object)
+            pendingDeleted.insert(object)
+        }
+        recordUndo(.delete(object))
+        deletesToPropagate.append(object)
+    }
+
+    /// Applies delete rules to the objects deleted since the last call.
+    func propagateDeletes() {
+        while !deletesToPropagate.isEmpty {
+            let object = deletesToPropagate.removeFirst()
+            for rel in object.layout.relationships {
+                let destinations: [ManagedObject]
+                if rel.isToMany {
+                    try? object.loadToMany(rel)
+                    destinations = object.storage[rel.name] as? [ManagedObject] ?? []
+                } else {
+                    destinations = (object.storage[rel.name] as? ManagedObject).map { [$0] } ?? []
+                }
+                switch rel.deleteRule {
+                case .nullify:
+                    guard let inverse = rel.inverseRelationship else { continue }
+                    for d in destinations { try? d.removeOneSide(inverse, object) }
+                case .cascade:
+                    for d in destinations where !deletedSet.contains(d) && d.managedObjectContext === self { delete(d) }
+                case .deny, .noAction:
+                    continue
+                }
+            }
+            // An inserted-then-deleted object is gone once its rules have run.
+            if !deletedSet.contains(object) && !insertedSet.contains(object) && object.objectID.isTemporaryID && !isApplyingUndo {
+                forgottenInserts.append(object)
+            }
+        }
+    }
+
+
+    // MARK: - Change tracking
+
+    func objectDidChange(_ object: ManagedObject, key: String, oldValue: Any?, modeled: Bool) {
+        guard changeProcessingDisabled == 0, object.managedObjectContext === self else { return }
+        object.changedKeys.insert(key)
+        if !insertedSet.contains(object) && !deletedSet.contains(object) {
+            updatedSet.insert(object)
+        }
+        pendingUpdated.insert(object)
+        objectsChangedDuringWillSave?.insert(object)
+        if modeled { recordUndo(.change(object, key, oldValue)) }
+    }
+
+    func recordUndo(_ record: UndoRecord) {
+        guard let manager = undoManager, manager.isUndoRegistrationEnabled else { return }
+        pendingUndo.append(record)
+    }
+
+    /// Processes changes since the last call (MOC-PP-01): runs delete rules
+    /// when `propagatesDeletesAtEndOfEvent`, registers one undo group and
+    /// posts one objects-did-change notification if anything changed (MOC-PP-03).
+    /// Called by save, undo, redo and fetches including pending changes (MOC-PP-02).
+    public func processPendingChanges() {
+        checkConfinement()
+        guard !isProcessingPendingChanges else { return }
+        isProcessingPendingChanges = true
+        defer { isProcessingPendingChanges = false }
+        if propagatesDeletesAtEndOfEvent { propagateDeletes() }
+        for object in forgottenInserts where !insertedSet.contains(object) && !deletedSet.contains(object) {
+            updatedSet.remove(object)
+            pendingUpdated.remove(object)
+            if undoManager == nil { unregister(object) }
+        }
+        forgottenInserts.removeAll()
+        if !pendingUndo.isEmpty, let manager = undoManager {
+            let records = pendingUndo
+            pendingUndo.removeAll()
+            manager.registerUndo { [weak self] in self?.applyUndo(records) }
+        }
+        pendingUndo.removeAll()
+        let inserted = pendingInserted.intersection(insertedSet)
+        let deleted = pendingDeleted.intersection(deletedSet)
+        let updated = pendingUpdated.subtracting(inserted).subtracting(deleted).filter { $0.managedObjectContext === self && !insertedSet.contains($0) && !deletedSet.contains($0) }
+        let refreshed = pendingRefreshed
+        pendingInserted.removeAll(); pendingUpdated.removeAll(); pendingDeleted.removeAll(); pendingRefreshed.removeAll()
+        post(Self.objectsDidChangeNotification, inserted: inserted, updated: Set(updated), deleted: deleted, refreshed: refreshed)
+    }
+
+    // MARK: - Undo (MOC-UN-*)
+
+    /// Processes pending changes, then reverses the latest undo group.
+    public func undo() {
+        checkConfinement()
+        guard let manager = undoManager else { return }
+        processPendingChanges()
+        manager.undo()
+    }
+
+    public func redo() {
+        checkConfinement()
+        guard let manager = undoManager else { return }
+        processPendingChanges()
+        manager.redo()
+    }
+
+    func applyUndo(_ records: [UndoRecord]) {
+        isApplyingUndo = true
+        var events: [ObjectIdentifier: (ManagedObject, SnapshotEventType)] = [:]
+        func note(_ o: ManagedObject, _ e: SnapshotEventType) {
+            let current = events[ObjectIdentifier(o)]?.1 ?? []
+            events[ObjectIdentifier(o)] = (o, current.union(e))
+        }
+        for record in records.reversed() {
+            switch record {
+            case let .change(object, key, old):
+                guard let rel = object.layout.relationshipsByName[key] else {
+                    object.willChangeValue(forKey: key)
+                    object.storage[key] = old
+                    object.didChangeValue(forKey: key)
+                    note(object, .undoUpdate)
+                    continue
+                }
+                if rel.isToMany { object.unloadedToMany.remove(key) }
+                object.willChangeValue(forKey: key)
+                object.storage[key] = rel.isToMany ? (old ?? [ManagedObject]()) : old
+                object.didChangeValue(forKey: key)
+                note(object, .undoUpdate)
+            case let .insert(object):
+                // Undoing an insert removes the object; redo re-inserts it
+                // without a second awakeFromInsert (LIFE-03).
+                if insertedSet.remove(object) != nil {
+                    pendingInserted.remove(object)
+                    updatedSet.remove(object)
+                    recordUndo(.delete(object))
+                    note(object, .undoInsertion)
+                } else if deletedSet.remove(object) != nil {
+                    recordUndo(.delete(object))
+                }
+            case let .delete(object):
+                if object.objectID.isTemporaryID || object.wasForgotten && object.storeVersion == 0 {
+                    // It was an inserted object: put it back as inserted.
+                    register(object)
+                    object.wasForgotten = false
+                    insertedSet.insert(object)
+                    pendingInserted.insert(object)
+                    recordUndo(.insert(object))
+                } else {
+                    deletedSet.remove(object)
+                    if !object.changedValues().isEmpty { updatedSet.insert(object) }
+                    pendingUpdated.insert(object)
+                    recordUndo(.insert(object))
+                }
+                note(object, .undoDeletion)
+            }
+        }
+        // An object whose every change was undone is clean again.
+        for object in updatedSet where object.changedValues().isEmpty { updatedSet.remove(object) }
+        deletesToPropagate.removeAll { !deletedSet.contains($0) }
+        isApplyingUndo = false
+        for (object, event) in events.values { object.awake(fromSnapshotEvents: event) }
+        processPendingChanges()
+    }
+
+    // MARK: - Rollback and reset
+
+    /// Discards every unsaved change and clears undo (MOC-RB-01): inserts are
+    /// unregistered, deletes restored, updates reverted to the last committed
+    /// values, not refetched (MOC-RB-02). Reverted objects get the Rollback
+    /// event (MOC-RB-03) and are reported as refreshed.
+    public func rollback() {
+        checkConfinement()
+        undoManager?.removeAllActions()
+        pendingUndo.removeAll()
+        for object in insertedSet { unregister(object) }
+        for object in forgottenInserts { unregister(object) }
+        forgottenInserts.removeAll()
+        let reverted = updatedSet.union(deletedSet)
+        for object in reverted where !object.isFault {
+            for key in object.changedKeys {
+                if let committed = object.committed[key] { object.storage[key] = committed }
+                else if object.layout.relationshipsByName[key]?.isToMany == true { object.unloadedToMany.insert(key); object.storage[key] = nil }
+                else { object.storage[key] = nil }
+            }
+            object.changedKeys = []
+        }
+        insertedSet.removeAll(); updatedSet.removeAll(); deletedSet.removeAll(); lockedSet.removeAll()
+        deletesToPropagate.removeAll()
+        pendingInserted.removeAll(); pendingUpdated.removeAll(); pendingDeleted.removeAll()
+        for object in reverted { object.awake(fromSnapshotEvents: .rollback) }
+        pendingRefreshed.formUnion(reverted)
+        processPendingChanges()
+    }
+
+    /// Forgets every object (MOC-RS-01, MOC-RS-02): all sets empty, undo
+    /// cleared, old instances detached; posts `invalidatedAll` with their IDs.
+    public func reset() {
+        checkConfinement()
+        let ids = registry.keys.map { $0 }
+        for entry in registry.values { if let o = entry.object { unregister(o) } }
+        for o in insertedSet.union(updatedSet).union(deletedSet) { unregister(o) }
+        registry.removeAll(); strongRegistered.removeAll(); mergeRetained.removeAll()
+        insertedSet.removeAll(); updatedSet.removeAll(); deletedSet.removeAll(); lockedSet.removeAll()
+        pendingInserted.removeAll(); pendingUpdated.removeAll(); pendingDeleted.removeAll(); pendingRefreshed.removeAll()
+        pendingUndo.removeAll(); deletesToPropagate.removeAll(); forgottenInserts.removeAll(); assignedStores.removeAll()
+        undoManager?.removeAllActions()
+        NotificationCenter.default.post(name: Self.objectsDidChangeNotification, object: self, userInfo: [Self.invalidatedAllObjectsKey: ids])
+    }
+
+    // MARK: - Store assignment, permanent IDs, conflicts
+
+    /// Chooses the store a newly inserted object is saved to (MOC-MO-07).
+    public func assign(_ object: ManagedObject, to store: PersistentStore) {
+        checkConfinement()
+        precondition(insertedSet.contains(object) && object.objectID.isTemporaryID, "ObjectGraph: assign(_:to:) takes a newly inserted object (MOC-MO-07)")
+        precondition(persistentStoreCoordinator.persistentStores.contains { $0 === store }, "ObjectGraph: assign(_:to:) takes a store of this context's coordinator")
+        assignedStores[ObjectIdentifier(object)] = store
+    }
+
+    /// Gives inserted objects permanent IDs now (MOC-MO-08…MOC-MO-10); objects
+    /// with permanent IDs are skipped. They stay inserted until saved.
+    public func obtainPermanentIDs(for objects: [ManagedObject]) throws {
+        checkConfinement()
+        let pending = objects.filter { $0.objectID.isTemporaryID && $0.managedObjectContext === self }
+        let ids = try allocatePermanentIDs(for: pending)
+        for object in pending { if let id = ids[ObjectIdentifier(object)] { rekey(object, to: id) } }
+    }
+
+    func allocatePermanentIDs(for objects: [ManagedObject]) throws -> [ObjectIdentifier: ManagedObjectID] {
+        var groups: [String: (PersistentStore, EntityDescription, [ManagedObject])] = [:]
+        for object in objects {
+            let store = try store(for: object)
+            let key = "\(ObjectIdentifier(store).hashValue)/\(object.entity.name)"
+            groups[key, default: (store, object.entity, [])].2.append(object)
+        }
+        var out: [ObjectIdentifier: ManagedObjectID] = [:]
+        for (store, entity, members) in groups.values {
+            let ids = try persistentStoreCoordinator.newObjectIDs(in: store, for: entity, count: members.count)
+            for (object, id) in zip(members, ids) { out[ObjectIdentifier(object)] = id }
+        }
+        return out
+    }
+
+    func store(for object: ManagedObject) throws -> PersistentStore {
+        if let store = object.objectID.persistentStore ?? persistentStoreCoordinator.store(withIdentifier: object.objectID.storeIdentifier) { return store }
+        if let assigned = assignedStores[ObjectIdentifier(object)] { return assigned }
+        guard let store = persistentStoreCoordinator.defaultStore(for: object.entity) else {
+            throw CoreDataError(.persistentStoreSave, "No writable persistent store holds the entity \(object.entity.name)", userInfo: [CoreDataError.affectedObjectsErrorKey: [object]])
+        }
+        return store
+    }
+
+    func rekey(_ object: ManagedObject, to id: ManagedObjectID) {
+        if registry[object.objectID]?.object === object { registry[object.objectID] = nil }
+        object.objectID = id
+        registry[id] = WeakEntry(object)
+    }
+
+    /// Marks an unchanged object so the next save fails (or resolves per the
+    /// merge policy) if its record changed meanwhile (MOC-MO-13).
+    public func detectConflicts(for object: ManagedObject) {
+        checkConfinement()
+        guard object.managedObjectContext === self, !object.objectID.isTemporaryID else { return }
+        lockedSet.insert(object)
+    }
+}

@@ -1,0 +1,330 @@
+import Foundation
+
+/// Joins a model to one or more stores and routes every context request to
+/// them: Core Data's `NSPersistentStoreCoordinator` (PC-*). It only uses the
+/// row-level `PersistentStore` contract, so any store type works the same.
+/// It caches the last snapshot read or written per object, which is what a
+/// context's `stalenessInterval` measures (MOC-ST-*).
+///
+/// ```swift
+/// let coordinator = try PersistentStoreCoordinator(managedObjectModel: model)
+/// try coordinator.addPersistentStore(ofType: PersistentStoreCoordinator.xmlStoreType, at: url)
+/// let context = ManagedObjectContext(coordinator: coordinator)
+/// ```
+public final class PersistentStoreCoordinator: NSLocking {
+    public static let inMemoryStoreType = "InMemory"
+    public static let xmlStoreType = "XML"
+    public static let binaryStoreType = "Binary"
+    public static let sqliteStoreType = "SQLite"
+    public static let storeModelVersionIdentifiersKey = "NSStoreModelVersionIdentifiers"
+
+    public static let storesDidChangeNotification = Notification.Name("NSPersistentStoreCoordinatorStoresDidChangeNotification")
+    /// Posted (object: the store) just before a store is removed (PC-45).
+    public static let willRemoveStoreNotification = Notification.Name("NSPersistentStoreCoordinatorWillRemoveStoreNotification")
+    public static let addedPersistentStoresKey = "added"
+    public static let removedPersistentStoresKey = "removed"
+
+    public let managedObjectModel: ManagedObjectModel
+    public private(set) var persistentStores: [PersistentStore] = []
+    private let recursiveLock = NSRecursiveLock()
+    private var rowCache: [ManagedObjectID: (snapshot: StoreSnapshot, time: Date)] = [:]
+    /// The clock staleness is measured with; tests may replace it.
+    var now: () -> Date = Date.init
+
+    /// A coordinator for `model`, which is validated and frozen (X-01).
+    public init(managedObjectModel model: ManagedObjectModel) throws {
+        try model.markInUse()
+        self.managedObjectModel = model
+    }
+
+    // MARK: - NSLocking
+
+    public func lock() { recursiveLock.lock() }
+    public func unlock() { recursiveLock.unlock() }
+    public func tryLock() -> Bool { recursiveLock.try() }
+
+    private func locked<T>(_ body: () throws -> T) rethrows -> T {
+        recursiveLock.lock(); defer { recursiveLock.unlock() }
+        return try body()
+    }
+
+    // MARK: - Store types
+
+    /// Makes a store class available under `storeType`; nil unregisters it.
+    public static func registerStoreClass(_ storeClass: PersistentStore.Type?, forStoreType storeType: String) {
+        StoreTypeRegistry.shared.register(storeClass, for: storeType)
+    }
+
+    public static var registeredStoreTypes: [String: PersistentStore.Type] { StoreTypeRegistry.shared.all }
+
+    static func storeClass(_ type: String) throws -> PersistentStore.Type {
+        guard let cls = StoreTypeRegistry.shared.storeClass(for: type) else {
+            throw CoreDataError(.persistentStoreInvalidType, "Unknown persistent store type '\(type)'; register its class with registerStoreClass(_:forStoreType:)", userInfo: [PersistentStore.storeTypeKey: type])
+        }
+        return cls
+    }
+
+    // MARK: - Adding and removing stores
+
+    /// Opens (or creates) a store and adds it (PC add). Fails with 134000 for
+    /// an unknown type and 134100 when the store's entity version hashes do
+    /// not match the model's configuration.
+    @discardableResult
+    public func addPersistentStore(ofType type: String, configurationName: String? = nil, at url: URL? = nil, options: [String: Any] = [:]) throws -> PersistentStore {
+        try locked {
+            let cls = try Self.storeClass(type)
+            if let configurationName, managedObjectModel.entities(forConfiguration: configurationName) == nil {
+                throw CoreDataError(.persistentStoreOpen, "The model has no configuration named '\(configurationName)'")
+            }
+            if let url, persistentStores.contains(where: { $0.url?.standardizedFileURL == url.standardizedFileURL }) {
+                throw CoreDataError(.persistentStoreOpen, "A store at \(url.path) is already added to this coordinator", userInfo: [CoreDataError.filePathErrorKey: url.path])
+            }
+            let store = cls.init(model: managedObjectModel, configurationName: configurationName, url: url, options: options)
+            store.persistentStoreCoordinator = self
+            store.didAdd(to: self)
+            try store.load()
+            if store.metadata[ManagedObjectModel.storeModelVersionHashesKey] != nil {
+                guard managedObjectModel.isConfiguration(configurationName, compatibleWithStoreMetadata: store.metadata) else {
+                    throw CoreDataError(.persistentStoreIncompatibleVersionHash, "The model used to open the store is incompatible with the one used to create it", userInfo: [CoreDataError.filePathErrorKey: url?.path as Any])
+                }
+            } else {
+                store.metadata[ManagedObjectModel.storeModelVersionHashesKey] = managedObjectModel.entityVersionHashesByName
+                store.metadata[Self.storeModelVersionIdentifiersKey] = Array(managedObjectModel.versionIdentifiers).sorted()
+            }
+            persistentStores.append(store)
+            NotificationCenter.default.post(name: Self.storesDidChangeNotification, object: self, userInfo: [Self.addedPersistentStoresKey: [store]])
+            return store
+        }
+    }
+
+    /// Removes a store; IDs of its objects no longer resolve (MOID-05b).
+    public func remove(_ store: PersistentStore) throws {
+        try locked {
+            guard let index = persistentStores.firstIndex(where: { $0 === store }) else {
+                throw CoreDataError(.persistentStoreOperation, "The store is not added to this coordinator")
+            }
+            NotificationCenter.default.post(name: Self.willRemoveStoreNotification, object: store)
+            store.willRemoveFromPersistentStoreCoordinator()
+            persistentStores.remove(at: index)
+            store.persistentStoreCoordinator = nil
+            rowCache = rowCache.filter { $0.key.storeIdentifier != store.identifier }
+            NotificationCenter.default.post(name: Self.storesDidChangeNotification, object: self, userInfo: [Self.removedPersistentStoresKey: [store]])
+        }
+    }
+
+    public func persistentStore(for url: URL) -> PersistentStore? {
+        locked { persistentStores.first { $0.url?.standardizedFileURL == url.standardizedFileURL } }
+    }
+
+    /// Relocates a store (PC-14): an atomic store writes its next save to
+    /// `url`; nothing is moved now.
+    public func setURL(_ url: URL, for store: PersistentStore) throws {
+        try locked {
+            guard persistentStores.contains(where: { $0 === store }) else {
+                throw CoreDataError(.persistentStoreOperation, "The store is not added to this coordinator")
+            }
+            if let other = persistentStore(for: url), other !== store {
+                throw CoreDataError(.persistentStoreOperation, "Another store of this coordinator is at \(url.path)")
+            }
+            try store.relocate(to: url)
+        }
+    }
+
+    /// The store's location (PC-12).
+    public func url(for store: PersistentStore) -> URL? { store.url }
+
+    func store(withIdentifier identifier: String?) -> PersistentStore? {
+        guard let identifier else { return nil }
+        return locked { persistentStores.first { $0.identifier == identifier } }
+    }
+
+    /// The first writable store whose configuration holds `entity` (MOC-MO-09).
+    func defaultStore(for entity: EntityDescription) -> PersistentStore? {
+        locked { persistentStores.first { !$0.isReadOnly && $0.entities.contains { $0 === entity } } }
+    }
+
+    // MARK: - Object IDs
+
+    /// The ID an object URI names, or nil when no added store has its UUID
+    /// or the URI is temporary (MOID-05).
+    ///
+    /// ```swift
+    /// let id = coordinator.managedObjectID(forURIRepresentation: savedURI)
+    /// ```
+    public func managedObjectID(forURIRepresentation uri: URL) -> ManagedObjectID? {
+        guard let parts = ManagedObjectID.parse(uri: uri), case .primaryKey(let key) = parts.reference,
+              let store = store(withIdentifier: parts.storeIdentifier),
+              let entity = managedObjectModel.entitiesByName[parts.entityName] else { return nil }
+        let id = ManagedObjectID(entity: entity, storeIdentifier: store.identifier, primaryKey: key)
+        id.persistentStore = store
+        return id
+    }
+
+    // MARK: - Metadata
+
+    public func metadata(for store: PersistentStore) -> [String: Any] { locked { store.metadata } }
+
+    /// Replaces a store's metadata; the type and UUID entries are kept. It
+    /// reaches the file at the store's next save.
+    public func setMetadata(_ metadata: [String: Any], for store: PersistentStore) {
+        locked {
+            var m = metadata
+            m[PersistentStore.storeTypeKey] = store.metadata[PersistentStore.storeTypeKey]
+            m[PersistentStore.storeUUIDKey] = store.metadata[PersistentStore.storeUUIDKey]
+            if m[ManagedObjectModel.storeModelVersionHashesKey] == nil {
+                m[ManagedObjectModel.storeModelVersionHashesKey] = store.metadata[ManagedObjectModel.storeModelVersionHashesKey]
+            }
+            store.metadata = m
+        }
+    }
+
+    /// The metadata of a store file that is not added to any coordinator.
+    public static func metadataForPersistentStore(ofType type: String, at url: URL) throws -> [String: Any] {
+        try storeClass(type).metadataForPersistentStore(at: url)
+    }
+
+    public static func setMetadata(_ metadata: [String: Any], forPersistentStoreOfType type: String, at url: URL) throws {
+        try storeClass(type).setMetadata(metadata, forPersistentStoreAt: url)
+    }
+
+    // MARK: - Migration
+
+    /// Copies every object of `store` into a new store of `type` at `url`,
+    /// relationships included, then removes `store` and returns the new one.
+    /// Object IDs change (the new store has its own UUID and keys).
+    public func migratePersistentStore(_ store: PersistentStore, to url: URL, options: [String: Any] = [:], type: String) throws -> PersistentStore {
+        try locked {
+            guard persistentStores.contains(where: { $0 === store }) else {
+                throw CoreDataError(.persistentStoreOperation, "Only a store added to this coordinator can be migrated")
+            }
+            let target = try addPersistentStore(ofType: type, configurationName: store.configurationName, at: url, options: options)
+            do {
+                var rows: [(EntityDescription, StoreSnapshot)] = []
+                for entity in store.entities {
+                    let request = FetchRequest(entityName: entity.name)
+                    request.includesSubentities = false
+                    for snapshot in try store.fetchSnapshots(request).snapshots where snapshot.objectID.entity === entity {
+                        rows.append((entity, snapshot))
+                    }
+                }
+                var map: [ManagedObjectID: ManagedObjectID] = [:]
+                for entity in store.entities {
+                    let mine = rows.filter { $0.0 === entity }
+                    guard !mine.isEmpty else { continue }
+                    let ids = try target.newObjectIDs(for: entity, count: mine.count)
+                    for (row, id) in zip(mine, ids) { map[row.1.objectID] = id }
+                }
+                var request = StoreSaveRequest()
+                for (entity, row) in rows {
+                    var values = row.values
+                    for (key, value) in row.values { if let id = value as? ManagedObjectID { values[key] = map[id] } }
+                    let newID = map[row.objectID]!
+                    request.inserted.append(StoreSnapshot(objectID: newID, version: 1, values: values))
+                    for rel in EntityLayout.of(entity).relationships where rel.isToMany && !rel.isTransient {
+                        let related = try store.relatedObjectIDs(for: rel, of: row.objectID).compactMap { map[$0] }
+                        if !related.isEmpty { request.toManyChanges.append(ToManyChange(objectID: newID, relationship: rel, destinations: related)) }
+                    }
+                }
+                try target.save(request)
+            } catch {
+                try? remove(target)
+                throw error
+            }
+            try remove(store)
+            return target
+        }
+    }
+
+    // MARK: - Row access for contexts
+
+    func fetchSnapshots(for entity: EntityDescription, request: FetchRequest) throws -> [StoreSnapshot] {
+        try locked {
+            let storeRequest = request.copy()
+            storeRequest.entity = entity
+            storeRequest.fetchLimit = 0
+            storeRequest.fetchOffset = 0
+            let time = now()
+            var out: [StoreSnapshot] = []
+            for store in persistentStores where store.entities.contains(where: { request.includesSubentities ? $0.isKindOf(entity: entity) : $0 === entity }) {
+                let result = try store.fetchSnapshots(storeRequest)
+                for snapshot in result.snapshots {
+                    if snapshot.objectID.persistentStore !== store { snapshot.objectID.persistentStore = store }
+                    rowCache[snapshot.objectID] = (snapshot, time)
+                    out.append(snapshot)
+                }
+            }
+            return out
+        }
+    }
+
+    /// The snapshot of one object: cached when younger than `staleness`
+    /// (negative: any age), else read from its store; nil when it is gone.
+    func snapshot(for id: ManagedObjectID, staleness: TimeInterval) throws -> StoreSnapshot? {
+        try locked {
+            if let hit = rowCache[id], staleness < 0 || now().timeIntervalSince(hit.time) <= staleness { return hit.snapshot }
+            guard let store = id.persistentStore ?? store(withIdentifier: id.storeIdentifier) else { return nil }
+            let found = try store.snapshots(for: [id])[id]
+            if let found { rowCache[id] = (found, now()) } else { rowCache[id] = nil }
+            return found
+        }
+    }
+
+    func cachedSnapshots(for ids: [ManagedObjectID]) -> [ManagedObjectID: StoreSnapshot] {
+        locked {
+            var out: [ManagedObjectID: StoreSnapshot] = [:]
+            for id in ids { if let hit = rowCache[id] { out[id] = hit.snapshot } }
+            return out
+        }
+    }
+
+    /// What the stores hold now, bypassing the cache.
+    func currentSnapshots(for ids: [ManagedObjectID]) throws -> [ManagedObjectID: StoreSnapshot] {
+        try locked {
+            var byStore: [ObjectIdentifier: (PersistentStore, [ManagedObjectID])] = [:]
+            for id in ids {
+                guard let store = id.persistentStore ?? store(withIdentifier: id.storeIdentifier) else { continue }
+                byStore[ObjectIdentifier(store), default: (store, [])].1.append(id)
+            }
+            var out: [ManagedObjectID: StoreSnapshot] = [:]
+            for (store, members) in byStore.values {
+                for (id, snapshot) in try store.snapshots(for: members) { out[id] = snapshot }
+            }
+            return out
+        }
+    }
+
+    func forgetCachedSnapshot(for id: ManagedObjectID, ifOlderThan: Date? = nil) {
+        locked { rowCache[id] = nil }
+    }
+
+    func relatedObjectIDs(for rel: RelationshipDescription, of id: ManagedObjectID) throws -> [ManagedObjectID] {
+        try locked {
+            guard let store = id.persistentStore ?? self.store(withIdentifier: id.storeIdentifier) else { return [] }
+            let ids = try store.relatedObjectIDs(for: rel, of: id)
+            for related in ids where related.persistentStore == nil { related.persistentStore = self.store(withIdentifier: related.storeIdentifier) }
+            return ids
+        }
+    }
+
+    func newObjectIDs(in store: PersistentStore, for entity: EntityDescription, count: Int) throws -> [ManagedObjectID] {
+        try locked {
+            let ids = try store.newObjectIDs(for: entity, count: count)
+            for id in ids { id.persistentStore = store }
+            return ids
+        }
+    }
+
+    /// Writes one context save to one store and updates the cache.
+    func save(_ request: StoreSaveRequest, to store: PersistentStore) throws {
+        try locked {
+            if store.isReadOnly {
+                throw CoreDataError(.persistentStoreSave, "The store at \(store.url?.path ?? "memory") is read-only", userInfo: [CoreDataError.affectedStoresErrorKey: [store]])
+            }
+            try store.save(request)
+            let time = now()
+            for snapshot in request.inserted { rowCache[snapshot.objectID] = (snapshot, time) }
+            for (snapshot, _) in request.updated { rowCache[snapshot.objectID] = (snapshot, time) }
+            for (id, _) in request.deleted { rowCache[id] = nil }
+        }
+    }
+}

@@ -1,0 +1,108 @@
+import Foundation
+
+/// Declares a typed property of a `ManagedObject` subclass backed by the
+/// object's modeled storage (ACC-01, ACC-12): reads and writes go through
+/// `value(forKey:)`/`setValue(_:forKey:)`, so they fire faults, notify
+/// observers, track changes and keep inverses in step like any KVC access.
+///
+/// The key is the property's name (found once per class by reflection) unless
+/// given explicitly. To-many relationships are `Set<Destination>` (or an
+/// array when ordered); the setter replaces the membership.
+///
+/// ```swift
+/// final class Employee: ManagedObject {
+///     @Managed var firstName: String?
+///     @Managed var salary: Decimal
+///     @Managed("department") var dept: Department?
+///     @Managed var directReports: Set<Employee>
+/// }
+/// ```
+///
+/// A value the model cannot hold (wrong type, unknown key, read of a deleted
+/// record) is a programming error here and traps with the thrown error's
+/// message; use the throwing KVC methods to handle it instead.
+@propertyWrapper
+public struct Managed<Value>: ManagedPropertyTagged {
+    let explicitKey: String?
+    /// Zero except while the property's name is being found by reflection.
+    var resolutionTag = 0
+
+    public init(_ key: String? = nil) { self.explicitKey = key }
+
+    @available(*, unavailable, message: "@Managed is only available on ManagedObject subclasses")
+    public var wrappedValue: Value {
+        get { fatalError("unreachable") }
+        set { fatalError("unreachable") }
+    }
+
+    public static subscript<Object: ManagedObject>(
+        _enclosingInstance object: Object,
+        wrapped wrappedKeyPath: ReferenceWritableKeyPath<Object, Value>,
+        storage storageKeyPath: ReferenceWritableKeyPath<Object, Managed<Value>>
+    ) -> Value {
+        get {
+            let key = Self.key(in: object, storageKeyPath)
+            let raw: Any?
+            do { raw = try object.value(forKey: key) } catch { preconditionFailure("ObjectGraph: reading \(object.entity.name).\(key): \(error)") }
+            if let raw, let typed = raw as? Value { return typed }
+            if raw == nil, let nilType = Value.self as? ExpressibleByNilLiteral.Type { return nilType.init(nilLiteral: ()) as! Value }
+            if let raw, let typed = ManagedPropertyMarker.convertCollection(raw, to: Value.self) { return typed }
+            if raw is Set<ManagedObject> || raw is [ManagedObject] {
+                preconditionFailure("ObjectGraph: \(object.entity.name).\(key) holds objects that are not all of the element type of \(Value.self) (is every destination's class registered?)")
+            }
+            preconditionFailure("ObjectGraph: \(object.entity.name).\(key) holds \(raw.map { "a \(type(of: $0))" } ?? "nil"), which a property of type \(Value.self) cannot represent; make the property optional or give the attribute a default")
+        }
+        set {
+            let key = Self.key(in: object, storageKeyPath)
+            do { try object.setValue(newValue, forKey: key) } catch { preconditionFailure("ObjectGraph: setting \(object.entity.name).\(key): \(error)") }
+        }
+    }
+
+    static func key<Object: ManagedObject>(in object: Object, _ storageKeyPath: ReferenceWritableKeyPath<Object, Managed<Value>>) -> String {
+        if let explicit = object[keyPath: storageKeyPath].explicitKey { return explicit }
+        if let cached = ManagedPropertyMarker.cachedKey(for: storageKeyPath) { return cached }
+        // Tag this declaration's storage, find the tagged child by reflection.
+        let tag = Int.random(in: 1...Int.max)
+        object[keyPath: storageKeyPath].resolutionTag = tag
+        defer { object[keyPath: storageKeyPath].resolutionTag = 0 }
+        return ManagedPropertyMarker.resolveKey(tag: tag, storageKeyPath: storageKeyPath, in: object)
+    }
+}
+
+/// The storage of a `@Managed` property, as reflection sees it.
+protocol ManagedPropertyTagged {
+    var resolutionTag: Int { get }
+}
+
+/// Finds and caches the names of `@Managed` properties, per declaration.
+enum ManagedPropertyMarker {
+    private static let lock = NSLock()
+    nonisolated(unsafe) private static var keys: [AnyKeyPath: String] = [:]
+
+    static func cachedKey(for storageKeyPath: AnyKeyPath) -> String? {
+        lock.lock(); defer { lock.unlock() }
+        return keys[storageKeyPath]
+    }
+
+    static func resolveKey(tag: Int, storageKeyPath: AnyKeyPath, in object: ManagedObject) -> String {
+        var mirror: Mirror? = Mirror(reflecting: object)
+        while let current = mirror {
+            for child in current.children {
+                guard let label = child.label, label.hasPrefix("_"),
+                      let tagged = child.value as? ManagedPropertyTagged, tagged.resolutionTag == tag else { continue }
+                let key = String(label.dropFirst())
+                lock.lock(); keys[storageKeyPath] = key; lock.unlock()
+                return key
+            }
+            mirror = current.superclassMirror
+        }
+        preconditionFailure("ObjectGraph: could not find the name of a @Managed property of \(type(of: object)); pass the key explicitly: @Managed(\"name\")")
+    }
+
+    /// Sets and arrays of managed objects typed as a subclass collection.
+    static func convertCollection<Value>(_ raw: Any, to type: Value.Type) -> Value? {
+        if let set = raw as? Set<ManagedObject> { return (Array(set) as Any) as? Value ?? (set as Any) as? Value }
+        if let array = raw as? [ManagedObject] { return (Set(array) as Any) as? Value }
+        return nil
+    }
+}

@@ -1,0 +1,295 @@
+import Foundation
+
+/// An object of the graph: one record of an entity, Core Data's
+/// `NSManagedObject` (OBJ-*). Use it generically for any entity, reading and
+/// writing properties by key, or subclass it and declare typed properties with
+/// `@Managed` (register the subclass with `ManagedObjectClassRegistry`).
+///
+/// Identity is the object itself: equality and hashing never fire a fault
+/// (OBJ-17), and one context holds one instance per stored record (OBJ-18).
+///
+/// ```swift
+/// final class Department: ManagedObject {
+///     @Managed var name: String?
+///     @Managed var employees: Set<Employee>
+/// }
+/// ManagedObjectClassRegistry.shared.register(Department.self)
+/// let dept = try context.insertNewObject(forEntityName: "Department") as! Department
+/// dept.name = "Sales"
+/// try dept.setValue(Decimal(1000), forKey: "budget")
+/// ```
+open class ManagedObject: Hashable, CustomStringConvertible {
+    /// The object's entity; reading it never fires a fault (OBJ-12).
+    public let entity: EntityDescription
+    let layout: EntityLayout
+    /// The object's identity; temporary until saved (OBJ-13, OBJ-14).
+    public internal(set) var objectID: ManagedObjectID
+    /// The context the object is registered with; nil before insertion and
+    /// after its deletion is saved, a rollback of its insert or a reset (OBJ-16).
+    public internal(set) weak var managedObjectContext: ManagedObjectContext?
+
+    /// Current values of loaded properties: attribute values, to-one
+    /// destinations (`ManagedObject`), to-many members (`[ManagedObject]`).
+    var storage: [String: Any] = [:]
+    /// The last fetched or saved values, same shapes (CHG-08).
+    var committed: [String: Any] = [:]
+    /// To-many relationships not loaded yet: relationship faults (FLT-08).
+    var unloadedToMany: Set<String> = []
+    /// Keys set through will/did-change since the last save or fetch.
+    var changedKeys: Set<String> = []
+    /// The store version (Z_OPT) the context last saw, for optimistic locking.
+    var storeVersion: Int64 = 0
+    var hasAwokenFromInsert = false
+    /// Set when a context let go of the object (reset, rollback, saved delete).
+    var wasForgotten = false
+    var pendingOldValues: [String: Any] = [:]
+    /// Fetched-property results, kept until the object is refreshed (FP).
+    var fetchedValues: [String: [Any]] = [:]
+    var observerTable: [String: [(id: Int, handler: (ObservedChange) -> Void)]] = [:]
+    var nextObserverID = 0
+
+    /// True while the persistent values are not loaded (FLT-01, FLT-05).
+    public internal(set) var isFault = false
+    /// 0 when settled; non-zero while turning into or out of a fault (FLT-09).
+    public internal(set) var faultingState = 0
+
+    /// Creates an object of `entity` and, given a context, inserts it there,
+    /// which calls `awakeFromInsert` (OBJ-04, OBJ-07). The entity must belong
+    /// to the context's model (OBJ-05) and must not be abstract (MOD-05):
+    /// either is a programming error and traps; use
+    /// `ManagedObjectContext.insertNewObject(forEntityName:)` for a throwing form.
+    /// Subclasses may override it and call `super` (OBJ-10), but should put
+    /// set-up in `awakeFromInsert`/`awakeFromFetch` (LIFE-13).
+    public required init(entity: EntityDescription, insertInto context: ManagedObjectContext?) {
+        self.entity = entity
+        self.layout = EntityLayout.of(entity)
+        self.objectID = ManagedObjectID(temporaryFor: entity)
+        if let context {
+            do { try context.insertChecked(self) } catch { preconditionFailure("ObjectGraph: \(error)") }
+        }
+    }
+
+    /// A fault for a stored record, made by a context; no hooks run.
+    class func makeFault(entity: EntityDescription, id: ManagedObjectID) -> ManagedObject {
+        let object = self.init(entity: entity, insertInto: nil)
+        object.objectID = id
+        object.isFault = true
+        object.unloadedToMany = Set(object.layout.toManyNames)
+        return object
+    }
+
+    deinit {
+        // Unreferenced clean objects leave the uniquing table (MOC-RR-02).
+        managedObjectContext?.objectWillDeallocate(objectID)
+    }
+
+    // MARK: - State (none of these fire a fault: FLT-02)
+
+    /// Inserted and not yet saved (CHG-01).
+    public var isInserted: Bool { managedObjectContext?.insertedSet.contains(self) ?? false }
+    /// Changed since the last save (CHG-02).
+    public var isUpdated: Bool { managedObjectContext?.updatedSet.contains(self) ?? false }
+    /// Marked for deletion at the next save (CHG-03).
+    public var isDeleted: Bool { managedObjectContext?.deletedSet.contains(self) ?? false }
+    /// Inserted, updated or deleted.
+    public var hasChanges: Bool { isInserted || isUpdated || isDeleted }
+
+    /// True when the to-many relationship `name` is not loaded; never fires it (FLT-08).
+    public final func hasFaultForRelationshipNamed(_ name: String) -> Bool {
+        isFault || unloadedToMany.contains(name)
+    }
+
+    /// The persistent properties changed since the last fetch or save, with
+    /// their new values (CHG-06, CHG-07); never fires a relationship fault (FLT-10).
+    public final func changedValues() -> [String: Any] {
+        var out: [String: Any] = [:]
+        for key in changedKeys where layout.persistentKeySet.contains(key) {
+            let now = storage[key]
+            if !ManagedObject.valuesEqual(now, committed[key], ordered: layout.relationshipsByName[key]?.isOrdered == true) { out[key] = ManagedObject.publicValue(now, layout.relationshipsByName[key]) ?? NSNull() }
+        }
+        return out
+    }
+
+    /// The last fetched or saved values of `keys` (all persistent keys for
+    /// nil); transient and unknown keys are left out (CHG-08…CHG-10).
+    public final func committedValues(forKeys keys: [String]?) throws -> [String: Any] {
+        try fireFaultIfNeeded()
+        var out: [String: Any] = [:]
+        for key in keys ?? layout.persistentKeys where layout.persistentKeySet.contains(key) {
+            if let rel = layout.relationshipsByName[key], rel.isToMany, unloadedToMany.contains(key) {
+                try loadToMany(rel)
+            }
+            if isInserted { continue }
+            out[key] = ManagedObject.publicValue(committed[key], layout.relationshipsByName[key]) ?? NSNull()
+        }
+        return out
+    }
+
+    // MARK: - Lifecycle hooks (SUB-03); overrides call super first (LIFE-11)
+
+    /// Called once in the record's life, when first inserted (LIFE-01…LIFE-04).
+    /// Values set here with `setPrimitiveValue` are baseline values (LIFE-05).
+    open func awakeFromInsert() {}
+    /// Called each time the values are loaded from a store (LIFE-07); change
+    /// tracking and inverse maintenance are off meanwhile (LIFE-09, LIFE-10).
+    open func awakeFromFetch() {}
+    /// Called after undo, redo, rollback, refresh or a merge-policy repair
+    /// reset several properties at once (LIFE-14…LIFE-17).
+    open func awake(fromSnapshotEvents events: SnapshotEventType) {}
+    /// Called on every inserted, updated and deleted object before a save
+    /// writes (LIFE-18); changes made here are saved (LIFE-19, LIFE-20).
+    open func willSave() {}
+    /// Called on every committed object after a save (LIFE-23).
+    open func didSave() {}
+    /// Called when the object is deleted, while relationships are intact (LIFE-25).
+    open func prepareForDeletion() {}
+    /// Called before the object turns into a fault; values still readable (LIFE-26).
+    open func willTurnIntoFault() {}
+    /// Called after the object turned into a fault (LIFE-27).
+    open func didTurnIntoFault() {}
+
+    /// Called for a key the entity does not model. Subclasses with unmodeled
+    /// properties override it (KVC-05); the default throws (KVC-03).
+    open func value(forUndefinedKey key: String) throws -> Any? {
+        throw unknownKey(key)
+    }
+
+    /// Called to set a key the entity does not model; throws by default.
+    open func setValue(_ value: Any?, forUndefinedKey key: String) throws {
+        throw unknownKey(key)
+    }
+
+    /// The keys whose changes also change `key` (DEP-01, DEP-02); merge with
+    /// `super`'s answer. Paths through to-many relationships are not supported
+    /// (DEP-03): observe each member instead. A path through a to-one
+    /// relationship notifies when the relationship itself changes.
+    open class func keyPathsForValuesAffectingValue(forKey key: String) -> Set<String> { [] }
+
+    /// False for modeled properties, whose notifications come from the
+    /// will/did-change calls only; true for unmodeled ones (KVO-02…KVO-04).
+    open class func automaticallyNotifiesObservers(forKey key: String) -> Bool { true }
+
+    // MARK: - Validation hooks (VAL-*)
+
+    /// The single property-validation entry point (VAL-01): model constraints
+    /// first, then `validateCustomValue(_:forKey:)`. Overriding is discouraged (VAL-09).
+    open func validateValue(_ value: inout Any?, forKey key: String) throws {
+        try validateModelConstraints(&value, forKey: key)
+        try validateCustomValue(&value, forKey: key)
+    }
+
+    /// Per-key custom validation (VAL-03): override and switch on `key`;
+    /// throw a `CoreDataError` to reject, or replace `value` (VAL-05, discouraged).
+    /// Never call `validateValue` from here (VAL-07).
+    open func validateCustomValue(_ value: inout Any?, forKey key: String) throws {}
+
+    /// Object-level validation before inserting (VAL-12). Overrides call
+    /// super first and combine errors with `CoreDataError.combining` (VAL-14).
+    open func validateForInsert() throws { try validateAllProperties() }
+    /// Object-level validation before updating: every property (VAL-11).
+    open func validateForUpdate() throws { try validateAllProperties() }
+    /// Object-level validation before deleting: Deny rules (VAL-13).
+    open func validateForDelete() throws { try validateDenyRules() }
+
+    /// When true (the default), changes to unmodeled properties do not mark
+    /// the object updated (CHG-11).
+    open class var contextShouldIgnoreUnmodeledPropertyChanges: Bool { true }
+
+    // MARK: - Faulting
+
+    func fireFaultIfNeeded() throws {
+        guard isFault else { return }
+        guard let context = managedObjectContext else {
+            throw CoreDataError(.managedObjectContextReferentialIntegrity, "The \(entity.name) object \(objectID) is a fault outside any context and cannot be loaded")
+        }
+        try context.fulfillFault(self)
+    }
+
+    /// Replaces the object's values with a stored snapshot (PRIM-07: no
+    /// notifications, no tracking) and calls `awakeFromFetch`.
+    func load(values: [String: Any], version: Int64, context: ManagedObjectContext) {
+        faultingState = 1
+        storage = values
+        committed = values
+        changedKeys = []
+        unloadedToMany = Set(layout.toManyNames)
+        storeVersion = version
+        isFault = false
+        faultingState = 0
+        context.withChangeProcessingDisabled { awakeFromFetch() }
+    }
+
+    /// Drops the loaded values and becomes a fault (FLT-11, MOC-RF-01/02).
+    func turnIntoFault() {
+        guard !isFault else { return }
+        faultingState = 1
+        willTurnIntoFault()
+        fetchedValues = [:]
+        storage = [:]
+        committed = [:]
+        changedKeys = []
+        unloadedToMany = Set(layout.toManyNames)
+        isFault = true
+        didTurnIntoFault()
+        faultingState = 0
+    }
+
+    func loadToMany(_ relationship: RelationshipDescription) throws {
+        guard unloadedToMany.contains(relationship.name) else { return }
+        guard let context = managedObjectContext else {
+            unloadedToMany.remove(relationship.name)
+            storage[relationship.name] = [ManagedObject]()
+            return
+        }
+        let members = try context.fetchRelated(relationship, of: self)
+        unloadedToMany.remove(relationship.name)
+        storage[relationship.name] = members
+        committed[relationship.name] = members
+    }
+
+    // MARK: - Values
+
+    /// The persistent values as a store snapshot holds them (to-ones as IDs).
+    func snapshotValues() -> [String: Any] {
+        var out: [String: Any] = [:]
+        for attribute in layout.attributes where !attribute.isTransient {
+            if let v = storage[attribute.name] { out[attribute.name] = v }
+        }
+        for rel in layout.relationships where !rel.isToMany && !rel.isTransient {
+            if let dest = storage[rel.name] as? ManagedObject { out[rel.name] = dest.objectID }
+        }
+        return out
+    }
+
+    /// Equality of stored representations: values by value, objects by identity.
+    /// Member lists compare as sets, or in order when `ordered`.
+    static func valuesEqual(_ a: Any?, _ b: Any?, ordered: Bool = false) -> Bool {
+        switch (a, b) {
+        case (nil, nil): return true
+        case (nil, _), (_, nil): return false
+        case let (x as ManagedObject, y as ManagedObject): return x === y
+        case let (x as [ManagedObject], y as [ManagedObject]):
+            guard x.count == y.count else { return false }
+            return ordered ? zip(x, y).allSatisfy { $0 === $1 } : Set(x) == Set(y)
+        case (is ManagedObject, _), (_, is ManagedObject): return false
+        default: return ModelValue.equal(a, b)
+        }
+    }
+
+    /// A stored value as KVC returns it: to-many as `Set` (or an array when ordered).
+    static func publicValue(_ stored: Any?, _ relationship: RelationshipDescription?) -> Any? {
+        guard let rel = relationship, rel.isToMany else { return stored }
+        let members = stored as? [ManagedObject] ?? []
+        return rel.isOrdered ? members : Set(members)
+    }
+
+    // MARK: - Identity (OBJ-17)
+
+    public static func == (a: ManagedObject, b: ManagedObject) -> Bool { a === b }
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+
+    /// Never fires a fault (OBJ-19).
+    open var description: String {
+        "<\(type(of: self)) \(entity.name) \(objectID)\(isFault ? " (fault)" : "")>"
+    }
+}

@@ -1,0 +1,127 @@
+import Foundation
+import Testing
+@testable import ObjectGraph
+
+@Suite struct ContextFetchingTests {
+    /// Saves three employees in "Sales" and returns them by first name.
+    func seed(_ context: ManagedObjectContext) throws -> [String: EmployeeMO] {
+        let sales = try Company.department(context, "Sales")
+        var out: [String: EmployeeMO] = [:]
+        for (i, name) in ["Cleo", "Ada", "Bob"].enumerated() {
+            out[name] = try Company.employee(context, name, "Smith", in: sales, salary: Decimal(100 * (i + 1)), id: Int32(i))
+        }
+        try context.save()
+        return out
+    }
+
+    @Test func fetchUniquesAndSortsLimitsOffsets() throws {
+        // MOC-FE-01, MOC-FE-02, MOC-FE-03, OBJ-18, MOC-00a
+        let (_, context) = try Company.stack()
+        try context.performAndWait {
+            let people = try seed(context)
+            let all = try context.fetch(Company.request("Employee", sortedBy: "firstName"), as: EmployeeMO.self)
+            #expect(all.map(\.firstName) == ["Ada", "Bob", "Cleo"])
+            #expect(all[0] === people["Ada"])
+            #expect(all.allSatisfy { context.registeredObjects.contains($0) })
+            let page = Company.request("Employee", sortedBy: "firstName")
+            page.fetchOffset = 1
+            page.fetchLimit = 1
+            #expect(try context.fetch(page, as: EmployeeMO.self).map(\.firstName) == ["Bob"])
+            #expect(try context.fetch(Company.request("Employee", where: "FALSEPREDICATE")).isEmpty)
+        }
+    }
+
+    @Test func pendingChangesAreVisibleOnlyInTheirContext() throws {
+        // MOC-FE-04, MOC-FE-05, MOC-FE-06, MOC-FE-08
+        let (coordinator, context) = try Company.stack()
+        let other = ManagedObjectContext(coordinator: coordinator)
+        try context.performAndWait {
+            let people = try seed(context)
+            let zed = try Company.employee(context, "Zed", "Q", in: people["Ada"]!.department)
+            let named: (String) -> FetchRequest = { n in Company.request("Employee", where: "firstName == %@", n) }
+            #expect(try context.fetch(named("Zed")) == [zed])
+            let seenElsewhere = try other.performAndWait { try other.fetch(named("Zed")) }
+            #expect(seenElsewhere.isEmpty)
+            // Updated in memory: evaluated on the new values.
+            people["Bob"]!.salary = 5000
+            let rich = Company.request("Employee", where: "salary > 1000")
+            #expect(try context.fetch(rich) == [people["Bob"]!])
+            context.delete(people["Cleo"]!)
+            let everyone = FetchRequest(entityName: "Employee")
+            #expect(!(try context.fetch(everyone)).contains(people["Cleo"]!))
+            #expect(try context.count(for: everyone) == context.fetch(everyone).count)
+            everyone.includesPendingChanges = false
+            #expect(!(try context.fetch(everyone)).contains(zed))
+        }
+    }
+
+    @Test func fetchDoesNotOverwriteInMemoryState() throws {
+        // MOC-FE-07
+        let (coordinator, context) = try Company.stack()
+        let writer = ManagedObjectContext(coordinator: coordinator)
+        try context.performAndWait {
+            let people = try seed(context)
+            let ada = people["Ada"]!
+            #expect(ada.firstName == "Ada")
+            try writer.performAndWait {
+                let copy = try writer.existingObject(with: ada.objectID)
+                try copy.setValue("Adelaide", forKey: "firstName")
+                try writer.save()
+            }
+            let again = try context.fetch(Company.request("Employee", where: "lastName == %@", "Smith"))
+            #expect(again.contains { $0 === ada })
+            #expect(ada.firstName == "Ada")
+        }
+    }
+
+    @Test func resultTypes() throws {
+        // FR result types: object IDs, dictionaries, count; distinct results
+        let (_, context) = try Company.stack()
+        try context.performAndWait {
+            let people = try seed(context)
+            let ids = FetchRequest(entityName: "Employee")
+            ids.resultType = .managedObjectID
+            #expect(Set(try context.execute(ids) as! [ManagedObjectID]) == Set(people.values.map(\.objectID)))
+            let dicts = FetchRequest(entityName: "Employee")
+            dicts.resultType = .dictionary
+            dicts.propertiesToFetch = ["lastName", "department"]
+            let rows = try context.execute(dicts) as! [[String: Any]]
+            #expect(rows.count == 3)
+            #expect(rows[0]["department"] as? ManagedObjectID == people["Ada"]!.department!.objectID)
+            dicts.propertiesToFetch = ["lastName"]
+            dicts.returnsDistinctResults = true
+            #expect((try context.execute(dicts)).count == 1)
+            let count = FetchRequest(entityName: "Employee")
+            count.resultType = .count
+            #expect(try context.execute(count) as? [Int] == [3])
+            #expect(throws: CoreDataError.self) { try context.fetch(count) }
+        }
+    }
+
+    @Test func objectWithIDAndExistingObject() throws {
+        // MOC-00a, MOC-00d, OBJ-15, MOID-05
+        let (coordinator, context) = try Company.stack()
+        let other = ManagedObjectContext(coordinator: coordinator)
+        try context.performAndWait {
+            let ada = try seed(context)["Ada"]!
+            #expect(context.object(with: ada.objectID) === ada)
+            let uri = ada.objectID.uriRepresentation
+            let id = try #require(coordinator.managedObjectID(forURIRepresentation: uri))
+            #expect(id == ada.objectID && id.hashValue == ada.objectID.hashValue)
+            #expect(context.object(with: id) === ada)
+            try other.performAndWait {
+                let copy = other.object(with: id)
+                #expect(copy !== ada)
+                #expect(copy.objectID == ada.objectID)
+            }
+            let missing = ManagedObjectID(entity: ada.entity, storeIdentifier: ada.objectID.storeIdentifier!, primaryKey: 9999)
+            let error = #expect(throws: CoreDataError.self) { try context.existingObject(with: missing) }
+            #expect(error?.code == .managedObjectContextReferentialIntegrity)
+            #expect(coordinator.managedObjectID(forURIRepresentation: EmployeeMO.makeTemporaryURI()) == nil)
+        }
+    }
+}
+
+extension EmployeeMO {
+    static func makeTemporaryURI() -> URL { URL(string: "x-coredata:///Employee/t\(UUID().uuidString)")! }
+}
