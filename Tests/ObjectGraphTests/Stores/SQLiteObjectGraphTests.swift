@@ -42,4 +42,24 @@ import Testing
             #expect(try context.count(for: FetchRequest(entityName: "Employee")) == 2)
         }
     }
+
+    @Test func classLevelMetadataAndRemovalOnSQLite() throws {
+        // PC-23, PS-15 through the coordinator's class-level API for SQLite files
+        let url = try TestPaths.temporaryDirectory().appendingPathComponent("meta.sqlite")
+        let (coordinator, context) = try Company.stack(type: PersistentStoreCoordinator.sqliteStoreType, url: url)
+        try context.performAndWait {
+            _ = try Company.department(context, "Ops")
+            try context.save()
+        }
+        let store = try #require(coordinator.persistentStores.first as? SQLiteStore)
+        var metadata = try PersistentStoreCoordinator.metadataForPersistentStore(ofType: PersistentStoreCoordinator.sqliteStoreType, at: url)
+        #expect(metadata[PersistentStore.storeUUIDKey] as? String == store.identifier)
+        #expect(metadata[PersistentStore.storeTypeKey] as? String == "SQLite")
+        try coordinator.remove(store)
+        #expect(throws: (any Error).self) { try store.dataVersion() }   // closed on removal
+        metadata["StoreSyncTag"] = "blue"
+        try PersistentStoreCoordinator.setMetadata(metadata, forPersistentStoreOfType: PersistentStoreCoordinator.sqliteStoreType, at: url)
+        let reread = try PersistentStoreCoordinator.metadataForPersistentStore(ofType: PersistentStoreCoordinator.sqliteStoreType, at: url)
+        #expect(reread["StoreSyncTag"] as? String == "blue")
+    }
 }

@@ -57,6 +57,31 @@ public final class SQLiteStore: PersistentStore {
         connection = nil
     }
 
+    // MARK: - Coordinator hooks
+
+    /// The coordinator's class-level metadata read (PC-23) for SQLite files.
+    public override class func metadataForPersistentStore(at url: URL) throws -> [String: Any] {
+        try metadataForStore(at: url)
+    }
+
+    /// The coordinator's class-level metadata write (PS-15) for SQLite files.
+    public override class func setMetadata(_ metadata: [String: Any], forPersistentStoreAt url: URL) throws {
+        try setMetadata(metadata, forStoreAt: url)
+    }
+
+    /// A non-atomic store releases its connection and opens one at the new
+    /// place (PC-14, `setURL:forPersistentStore:`); no file is moved.
+    public override func relocate(to url: URL) throws {
+        close()
+        try super.relocate(to: url)
+        try load()
+    }
+
+    /// Removing the store from its coordinator closes the file.
+    public override func willRemoveFromPersistentStoreCoordinator() {
+        close()
+    }
+
     // MARK: - Opening
 
     public override func load() throws {
