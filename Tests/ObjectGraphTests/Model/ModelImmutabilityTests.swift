@@ -8,7 +8,7 @@ import Testing
 @Suite struct ModelImmutabilityTests {
     static func frozenReferenceModel() -> ManagedObjectModel {
         let model = ReferenceModel.make()
-        try! model.markInUse()
+        _ = try! PersistentStoreCoordinator(managedObjectModel: model)   // PC-04: the coordinator freezes it
         return model
     }
 
@@ -22,8 +22,9 @@ import Testing
     @Test func inUseModelReportsNotEditable() throws {
         let model = ReferenceModel.make()
         #expect(model.isEditable)
-        try model.markInUse()
+        let coordinator = try PersistentStoreCoordinator(managedObjectModel: model)
         #expect(!model.isEditable)
+        #expect(coordinator.managedObjectModel === model)
     }
 
     @Test func frozenLookupsAnswerAsBefore() throws {
@@ -42,7 +43,7 @@ import Testing
     @Test func aBrokenModelCannotBeUsed() {
         let model = ManagedObjectModel()
         model.entities = [EntityDescription(name: "A"), EntityDescription(name: "A")]
-        #expect(throws: CoreDataError.self) { try model.markInUse() }
+        #expect(throws: CoreDataError.self) { try PersistentStoreCoordinator(managedObjectModel: model) }
         #expect(model.isEditable)
     }
 
