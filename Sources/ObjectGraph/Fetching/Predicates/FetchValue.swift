@@ -69,38 +69,28 @@ public enum FetchValue: Equatable, CustomStringConvertible, @unchecked Sendable 
     /// Converts a Swift value (a `%@` argument) to a constant. Returns nil for
     /// collections, which become aggregate expressions instead.
     static func from(_ value: Any?) -> FetchValue? {
-        guard let value = unwrapOptional(value) else { return .null }
-        // Checked by class first: casting an NSNumber to Bool or Int would
-        // succeed for any 0/1 and lose what kind of number it is.
-        if type(of: value) is NSNumber.Type, let number = value as? NSNumber { return Scalar.fetchValue(of: number) }
-        if Scalar.isNull(value) { return .null }
-        switch value {
-        case let v as String: return .string(v)
-        case let v as Bool: return .bool(v)
-        case let v as Int: return .int(Int64(v))
-        case let v as Double: return .double(v)
-        case let v as Int64: return .int(v)
-        case let v as Int32: return .int(Int64(v))
-        case let v as Int16: return .int(Int64(v))
-        case let v as Int8: return .int(Int64(v))
-        case let v as UInt8: return .int(Int64(v))
-        case let v as UInt16: return .int(Int64(v))
-        case let v as UInt32: return .int(Int64(v))
-        case let v as UInt: return Int64(exactly: v).map(FetchValue.int) ?? .double(Double(v))
-        case let v as UInt64: return Int64(exactly: v).map(FetchValue.int) ?? .double(Double(v))
-        case let v as Float: return .double(Double(v))
-        case let v as Decimal: return .decimal(v)
-        case let v as Date: return .date(v)
-        case let v as UUID: return .uuid(v)
-        case let v as Data: return .data(v)
-        case let v as URL: return .url(v)
-        case is [Any]: return nil
-        case let v as FetchValue: return v
-        default:
-            if Scalar.isCollection(value) { return nil }
-            if type(of: value) is AnyClass { return .object(value as AnyObject) }
-            if let h = value as? AnyHashable { return .other(h) }
-            return .object(value as AnyObject)
+        // Checked by class first: a boolean NSNumber (JSON's true) must stay a
+        // Boolean constant, which the evaluator's classification need not keep.
+        if let value = unwrapOptional(value), type(of: value) is NSNumber.Type, let number = value as? NSNumber {
+            return Scalar.fetchValue(of: number)
+        }
+        // Everything else: the evaluator's classification, shared.
+        switch Scalar(any: value) {
+        case .null: return .null
+        case let .bool(v): return .bool(v)
+        case let .int(v): return .int(v)
+        case let .double(v): return .double(v)
+        case let .decimal(v): return .decimal(v)
+        case let .string(v): return .string(v)
+        case let .date(v): return .date(v)
+        case let .uuid(v): return .uuid(v)
+        case let .data(v): return .data(v)
+        case let .url(v): return .url(v)
+        case .collection, .list: return nil
+        case let .other(v):
+            if type(of: v) is AnyClass { return .object(v as AnyObject) }
+            if let h = v as? AnyHashable { return .other(h) }
+            return .object(v as AnyObject)
         }
     }
 }
