@@ -85,7 +85,8 @@ public final class SQLiteStore: PersistentStore {
         // Validate through a read-only connection first, so a file we refuse
         // (wrong hashes, foreign schema, corrupt) is never written to: even
         // switching the journal mode would change its header.
-        let reader = try Self.openWrappingErrors(path: url.path, mode: .readOnly, busyTimeout: timeout)
+        let readerMode = isReadOnly ? Self.readOnlyOpenMode(forFileAt: url) : .readOnly
+        let reader = try Self.openWrappingErrors(path: url.path, mode: readerMode, busyTimeout: timeout)
         let (fileMetadata, fileSchema) = try validate(reader, url: url)
         if isReadOnly {
             connection = reader
@@ -232,6 +233,28 @@ public final class SQLiteStore: PersistentStore {
         return out
     }
 
+    /// How a read-only store opens its file so that opening leaves no trace.
+    ///
+    /// A plain read-only open of a WAL-mode file (Core Data's default) makes
+    /// SQLite create `-wal` and `-shm` files beside it, which it cannot
+    /// remove again, and fails outright in a read-only directory. When the
+    /// file is in WAL mode and has no non-empty `-wal` file, every committed
+    /// transaction is in the main file, so it is opened `immutable=1`: no
+    /// locks and no side files. The trade-off: a writer that starts while
+    /// the store is open is not seen, and its changes may be read torn.
+    /// A file with a pending `-wal` is opened plainly read-only, because
+    /// its newest transactions live only in that `-wal` (SQLite then uses
+    /// the existing side files, creating `-shm` if it is missing).
+    static func readOnlyOpenMode(forFileAt url: URL) -> SQLiteConnection.OpenMode {
+        guard let handle = FileHandle(forReadingAtPath: url.path) else { return .readOnly }
+        defer { try? handle.close() }
+        let header = (try? handle.read(upToCount: 20)) ?? Data()
+        // Bytes 18 and 19 are the write and read format versions: 2 is WAL.
+        guard header.count == 20, header[18] == 2 || header[19] == 2 else { return .readOnly }
+        let walSize = (try? FileManager.default.attributesOfItem(atPath: url.path + "-wal"))?[.size] as? NSNumber
+        return (walSize?.intValue ?? 0) > 0 ? .readOnly : .readOnlyImmutable
+    }
+
     /// SQLite's 16-byte file signature.
     static let sqliteSignature = Data("SQLite format 3\0".utf8)
 
@@ -353,11 +376,13 @@ public final class SQLiteStore: PersistentStore {
     }
 
     /// The rows of the entity (and sub-entities when asked) that match the
-    /// request's predicate, ordered by primary key. A predicate the compiler
-    /// translates exactly (see `SQLitePredicateCompiler`) runs in SQL with
-    /// offset and limit, and the result is exact; any other predicate (or one
-    /// that does not parse) gives every row, `isExact` false, and the
-    /// coordinator filters, offsets and limits in memory.
+    /// request. When the compiler translates the predicate and every sort
+    /// descriptor exactly (see `SQLitePredicateCompiler`), SQL filters,
+    /// orders, offsets and limits, and the result is exact. When only the
+    /// predicate compiles, the matching rows come back in primary-key order,
+    /// unlimited, `isExact` false; when the predicate does not compile, every
+    /// row of the entity does. The caller then finishes in memory
+    /// (`finishedSnapshots(_:)`, or the coordinator).
     public override func fetchSnapshots(_ request: FetchRequest) throws -> StoreFetchResult {
         lock.lock(); defer { lock.unlock() }
         let (db, schema) = try openConnection()
@@ -370,29 +395,39 @@ public final class SQLiteStore: PersistentStore {
         let columns = table.columns.map { "t0.\($0.name)" }.joined(separator: ", ")
         let entityFilter = "t0." + entityNumbersSQL(numbers)
 
+        var compiler = SQLitePredicateCompiler(schema: schema)
         var joins: [String] = []
         var condition = ""
         var bindings: [SQLiteValue] = []
+        var orderBy = ["t0.Z_PK"]
         var isExact = true
-        let format = (request.predicateFormat ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
-        if !format.isEmpty {
-            var compiler = SQLitePredicateCompiler(schema: schema)
-            if let predicate = try? FetchPredicate(format: format), let compiled = compiler.compile(predicate, for: mapping) {
+        if let predicate = request.predicate, predicate != .truePredicate {
+            if let compiled = compiler.compile(predicate, for: mapping) {
                 joins = compiled.joins
                 condition = " AND (\(compiled.sql))"
                 bindings = compiled.bindings
             } else {
                 isExact = false
             }
+        } else {
+            _ = compiler.compile(.truePredicate, for: mapping)
         }
-        var sql = "SELECT \(columns) FROM \(table.name) t0\(joins.map { " " + $0 }.joined()) WHERE \(entityFilter)\(condition) ORDER BY t0.Z_PK"
+        if isExact && !request.sortDescriptors.isEmpty {
+            if let terms = compiler.orderBy(request.sortDescriptors, for: mapping) {
+                orderBy = terms
+                joins = compiler.joins
+            } else {
+                isExact = false
+            }
+        }
+        var sql = "SELECT \(columns) FROM \(table.name) t0\(joins.map { " " + $0 }.joined()) WHERE \(entityFilter)\(condition) ORDER BY \(orderBy.joined(separator: ", "))"
         if isExact && (request.fetchLimit > 0 || request.fetchOffset > 0) {
             sql += " LIMIT ?\(bindings.count + 1) OFFSET ?\(bindings.count + 2)"
             bindings += [.integer(request.fetchLimit > 0 ? Int64(request.fetchLimit) : -1), .integer(Int64(max(0, request.fetchOffset)))]
         }
         // Compiled SQL differs per predicate: prepare it uncached rather than
         // let the statement cache grow with every distinct query.
-        let statement = condition.isEmpty ? try db.prepare(sql) : try db.prepareUncached(sql)
+        let statement = condition.isEmpty && request.sortDescriptors.isEmpty ? try db.prepare(sql) : try db.prepareUncached(sql)
         // Rows are turned into snapshots as SQLite steps, without an
         // intermediate array of rows.
         var snapshots: [StoreSnapshot] = []
