@@ -178,7 +178,7 @@ import Testing
         let unknownKey = try run([Self.fixture, "Bot", "nmae == 'x'", "--model", Self.model])
         #expect(unknownKey.exitCode == 65)
         #expect(unknownKey.standardError.contains("entity Bot has no property 'nmae'"))
-        let badPath = try run([Self.fixture, "Integration", "bot.name.size == 'x'", "--model", Self.model])
+        let badPath = try run([Self.fixture, "Integration", "bot.name.foo == 'x'", "--model", Self.model])
         #expect(badPath.exitCode == 65)
         #expect(badPath.standardError.contains("Bot.name is not a relationship"))
         let entity = try run([Self.fixture, "Robot", "--model", Self.model])

@@ -22,6 +22,11 @@ public final class SQLiteStore: PersistentStore {
 
     /// When true, version hashes are not compared at open (PC-37).
     public static let ignoreVersioningOption = "NSIgnorePersistentStoreVersioningOption"
+    /// `NSSQLitePragmasOption`, `NSSQLiteAnalyzeOption` and
+    /// `NSSQLiteManualVacuumOption`: see `SQLiteStoreOptions`.
+    public static let pragmasOption = SQLiteStoreOptions.pragmasKey
+    public static let analyzeOption = SQLiteStoreOptions.analyzeKey
+    public static let manualVacuumOption = SQLiteStoreOptions.manualVacuumKey
     /// Seconds to wait for another connection's lock; the default is 5.
     public static let defaultTimeout: TimeInterval = 5
 
@@ -64,6 +69,8 @@ public final class SQLiteStore: PersistentStore {
         guard let url, url.isFileURL else {
             throw CoreDataError(.persistentStoreOpen, "a SQLite store needs a file URL, got \(url?.absoluteString ?? "nil")")
         }
+        // Refuse bad options before the file is created or touched.
+        storeOptions = try SQLiteStoreOptions(options)
         connection?.close()
         connection = nil
         let path = url.path
@@ -88,12 +95,21 @@ public final class SQLiteStore: PersistentStore {
         let readerMode = isReadOnly ? Self.readOnlyOpenMode(forFileAt: url) : .readOnly
         let reader = try Self.openWrappingErrors(path: url.path, mode: readerMode, busyTimeout: timeout)
         let (fileMetadata, fileSchema) = try validate(reader, url: url)
+        let db: SQLiteConnection
         if isReadOnly {
-            connection = reader
+            db = reader
         } else {
             reader.close()
-            connection = try Self.openWrappingErrors(path: url.path, mode: .readWrite, busyTimeout: timeout)
+            db = try Self.openWrappingErrors(path: url.path, mode: .readWrite, busyTimeout: timeout)
         }
+        do {
+            try storeOptions.applyPragmas(to: db, writable: !isReadOnly)
+            try storeOptions.maintain(db, writable: !isReadOnly)
+        } catch let error as CoreDataError where error.code == .sqlite || error.code == .persistentStoreTimeout {
+            db.close()
+            throw Self.openError(from: error, url: url)
+        }
+        connection = db
         metadata = fileMetadata
         storedMetadataPlist = try? SQLiteMetadata.encodePlist(fileMetadata)
         storedUUID = fileMetadata[SQLiteMetadata.storeUUIDKey] as? String
@@ -107,6 +123,7 @@ public final class SQLiteStore: PersistentStore {
         let db = try Self.openWrappingErrors(path: url.path, mode: .readWriteCreate, busyTimeout: timeout)
         let newMetadata = SQLiteMetadata.newMetadata(model: model, configurationName: configurationName, storeUUID: identifier)
         do {
+            try storeOptions.applyPragmas(to: db, writable: true)
             try db.transaction {
                 for sql in newSchema.createStatements() { try db.prepareUncached(sql).run() }
                 for name in newSchema.entityNames {
@@ -116,6 +133,7 @@ public final class SQLiteStore: PersistentStore {
                 }
                 try SQLiteMetadata.write(newMetadata, to: db)
             }
+            try storeOptions.maintain(db, writable: true)
         } catch let error as CoreDataError {
             db.close()
             // A half-created file would later be refused as "not a Core Data
@@ -142,6 +160,8 @@ public final class SQLiteStore: PersistentStore {
         var toOnes: [(relationship: RelationshipDescription, column: Int, entityColumn: Int?)] = []
     }
     private var rowPlans: [Int: RowPlan] = [:]
+    /// `NSSQLitePragmasOption`, `NSSQLiteAnalyzeOption`, `NSSQLiteManualVacuumOption`, read at `load()`.
+    private var storeOptions = SQLiteStoreOptions()
 
     private func install(_ newSchema: SQLiteSchema) throws {
         if let connection { try SQLitePredicateCompiler.register(on: connection) }
@@ -305,6 +325,13 @@ public final class SQLiteStore: PersistentStore {
     /// Reads a store file's metadata without opening it as a store (PC-23).
     public static func metadataForStore(at url: URL) throws -> [String: Any] {
         try SQLiteMetadata.metadataForStore(at: url)
+    }
+
+    /// The value of `PRAGMA name` on the store's connection: how tests see
+    /// what `NSSQLitePragmasOption` set.
+    func pragmaValue(_ name: String) throws -> SQLiteValue? {
+        lock.lock(); defer { lock.unlock() }
+        return try openConnection().0.query("PRAGMA \(name)").first?.first
     }
 
     /// SQLite's `PRAGMA data_version` for this store's connection: it changes

@@ -197,7 +197,7 @@ import Testing
             if failures > 20 { break }
         }
         // Most cases must run wholly in SQL, or the comparison proves little
-        // (1,475 of 1,500 do: ALL/NONE over nil-able pets and wrong-kind orderings decline).
+        // (with these seeds 1,475 of 1,500 do).
         #expect(exact > cases * 9 / 10, "only \(exact) of \(cases) fetches were exact in SQL")
     }
 }
