@@ -160,6 +160,9 @@ public final class SQLiteStore: PersistentStore {
         var toOnes: [(relationship: RelationshipDescription, column: Int, entityColumn: Int?)] = []
     }
     private var rowPlans: [Int: RowPlan] = [:]
+    private var mappingsByEntity: [ObjectIdentifier: SQLiteSchema.EntityMapping] = [:]
+    /// Entity number → number of the root entity whose `Z_MAX` hands out its keys.
+    private var keyEntityNumbers: [Int: Int] = [:]
     /// `NSSQLitePragmasOption`, `NSSQLiteAnalyzeOption`, `NSSQLiteManualVacuumOption`, read at `load()`.
     private var storeOptions = SQLiteStoreOptions()
 
@@ -168,8 +171,14 @@ public final class SQLiteStore: PersistentStore {
         schema = newSchema
         entityByNumber = [:]
         rowPlans = [:]
+        mappingsByEntity = [:]
+        keyEntityNumbers = [:]
         for mapping in newSchema.entitiesByName.values {
             entityByNumber[mapping.number] = mapping
+            mappingsByEntity[ObjectIdentifier(mapping.entity)] = mapping
+            if let table = newSchema.table(named: mapping.tableName), let root = newSchema.entity(named: table.rootEntityName) {
+                keyEntityNumbers[mapping.number] = root.number
+            }
             guard let table = newSchema.table(named: mapping.tableName) else { continue }
             var index: [String: Int] = [:]
             for (i, c) in table.columns.enumerated() { index[c.name] = i }
@@ -358,6 +367,8 @@ public final class SQLiteStore: PersistentStore {
     }
 
     private func mapping(for entity: EntityDescription) throws -> SQLiteSchema.EntityMapping {
+        // By identity first: hashing the entity name for every row of a save shows in profiles.
+        if let mapping = mappingsByEntity[ObjectIdentifier(entity)], mapping.entity === entity { return mapping }
         guard let mapping = schema?.entity(named: entity.name) else {
             throw CoreDataError(.persistentStoreOperation, "entity \(entity.name) is not in this store's configuration",
                                 userInfo: [CoreDataError.entityNameErrorKey: entity.name])
@@ -604,26 +615,30 @@ public final class SQLiteStore: PersistentStore {
 
     private func bindings(for snapshot: StoreSnapshot, mapping: SQLiteSchema.EntityMapping,
                           properties: [(PropertyDescription, String)]) throws -> [SQLiteValue] {
-        try properties.map { property, column in
-            let value = snapshot.values[property.name]
-            if let attribute = property as? AttributeDescription {
-                return try SQLiteValueCodec.encode(value, for: attribute)
-            }
-            guard let value, !(value is NSNull) else { return .null }
-            guard let target = value as? ManagedObjectID else {
-                throw CoreDataError(.persistentStoreSave, "to-one \(mapping.entity.name).\(property.name) holds \(type(of: value)), not a ManagedObjectID")
-            }
-            guard let key = target.primaryKey else {
-                throw CoreDataError(.persistentStoreSave, "to-one \(mapping.entity.name).\(property.name) points to an object with a temporary ID; obtain permanent IDs before saving")
-            }
-            if column == mapping.entityColumnsByRelationship[property.name] {
-                guard let n = schema?.entity(named: target.entity.name)?.number else {
-                    throw CoreDataError(.persistentStoreSave, "to-one \(mapping.entity.name).\(property.name) points to entity \(target.entity.name), which this store does not hold")
-                }
-                return .integer(Int64(n))
-            }
-            return .integer(key)
+        try properties.map { try binding(for: snapshot, mapping: mapping, property: $0.0, column: $0.1) }
+    }
+
+    /// The value to bind for one column of a snapshot's row.
+    private func binding(for snapshot: StoreSnapshot, mapping: SQLiteSchema.EntityMapping,
+                         property: PropertyDescription, column: String) throws -> SQLiteValue {
+        let value = snapshot.values[property.name]
+        if let attribute = property as? AttributeDescription {
+            return try SQLiteValueCodec.encode(value, for: attribute)
         }
+        guard let value, !(value is NSNull) else { return .null }
+        guard let target = value as? ManagedObjectID else {
+            throw CoreDataError(.persistentStoreSave, "to-one \(mapping.entity.name).\(property.name) holds \(type(of: value)), not a ManagedObjectID")
+        }
+        guard let key = target.primaryKey else {
+            throw CoreDataError(.persistentStoreSave, "to-one \(mapping.entity.name).\(property.name) points to an object with a temporary ID; obtain permanent IDs before saving")
+        }
+        if column == mapping.entityColumnsByRelationship[property.name] {
+            guard let n = schema?.entity(named: target.entity.name)?.number else {
+                throw CoreDataError(.persistentStoreSave, "to-one \(mapping.entity.name).\(property.name) points to entity \(target.entity.name), which this store does not hold")
+            }
+            return .integer(Int64(n))
+        }
+        return .integer(key)
     }
 
     private func insertStatement(_ mapping: SQLiteSchema.EntityMapping) -> (sql: String, properties: [(PropertyDescription, String)]) {
@@ -665,6 +680,7 @@ public final class SQLiteStore: PersistentStore {
                 if metadataChanged { try SQLiteMetadata.write(metadataToWrite, to: db) }
                 var conflicts: [ManagedObjectID: StoreSnapshot?] = [:]
                 var maxKeys: [Int: Int64] = [:]
+                var insertStatements: [Int: SQLiteStatement] = [:]
 
                 for (id, expected) in request.deleted {
                     let mapping = try mapping(for: id.entity)
@@ -700,11 +716,27 @@ public final class SQLiteStore: PersistentStore {
                     guard let pk = id.primaryKey else {
                         throw CoreDataError(.persistentStoreSave, "cannot insert \(id): it has a temporary ID; obtain permanent IDs first")
                     }
-                    let statement = insertStatement(mapping)
-                    let values = [.integer(pk), .integer(Int64(mapping.number)), .integer(max(1, snapshot.version))]
-                        + (try bindings(for: snapshot, mapping: mapping, properties: statement.properties))
-                    try db.run(statement.sql, values)
-                    let keyEntity = keyEntityNumber(mapping)
+                    // Bound value by value on the statement prepared once
+                    // per save and entity: no SQL-text lookup or array per row.
+                    let plan = insertStatement(mapping)
+                    let statement: SQLiteStatement
+                    if let prepared = insertStatements[mapping.number] {
+                        statement = prepared
+                    } else {
+                        statement = try db.prepare(plan.sql)
+                        insertStatements[mapping.number] = statement
+                    }
+                    statement.reset()
+                    try statement.bind(.integer(pk), at: 1)
+                    try statement.bind(.integer(Int64(mapping.number)), at: 2)
+                    try statement.bind(.integer(max(1, snapshot.version)), at: 3)
+                    var index: Int32 = 4
+                    for (property, column) in plan.properties {
+                        try statement.bind(try binding(for: snapshot, mapping: mapping, property: property, column: column), at: index)
+                        index += 1
+                    }
+                    try statement.runBound()
+                    let keyEntity = keyEntityNumbers[mapping.number] ?? keyEntityNumber(mapping)
                     maxKeys[keyEntity] = max(maxKeys[keyEntity] ?? 0, pk)
                 }
 
