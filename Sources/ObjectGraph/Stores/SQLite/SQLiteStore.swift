@@ -431,7 +431,11 @@ public final class SQLiteStore: PersistentStore {
         }
         let numbers = request.includesSubentities ? mapping.numbersIncludingSubentities : [mapping.number]
         let columns = table.columns.map { "t0.\($0.name)" }.joined(separator: ", ")
-        let entityFilter = "t0." + entityNumbersSQL(numbers)
+        // A table holds only its root entity's hierarchy: when the fetch
+        // wants all of it, a Z_ENT filter would only make SQLite walk the
+        // Z_ENT index and look every row up again instead of scanning.
+        let wholeTable = Set(numbers) == Set(schema.entity(named: table.rootEntityName)?.numbersIncludingSubentities ?? [])
+        let entityFilter = wholeTable ? "1" : "t0." + entityNumbersSQL(numbers)
 
         var compiler = SQLitePredicateCompiler(schema: schema)
         var joins: [String] = []
