@@ -381,13 +381,15 @@ public final class SQLiteStore: PersistentStore {
     }
 
     /// A snapshot from a row selected with `selectColumns(table)`.
-    private func snapshot(fromRow row: [SQLiteValue], table: SQLiteSchema.Table) throws -> StoreSnapshot? {
-        try snapshot { row[$0] }
+    private func snapshot(fromRow row: [SQLiteValue], table: SQLiteSchema.Table, storeID: String) throws -> StoreSnapshot? {
+        try snapshot(storeID: storeID) { row[$0] }
     }
 
     /// A snapshot from the current row of a statement selecting a table's
     /// columns in order, reading only the columns the row's entity uses.
-    private func snapshot(_ column: (Int) -> SQLiteValue) throws -> StoreSnapshot? {
+    /// `storeID` is the store's identifier, read once per fetch by the
+    /// caller: `identifier` looks it up in `metadata` on every call.
+    private func snapshot(storeID: String, _ column: (Int) -> SQLiteValue) throws -> StoreSnapshot? {
         guard let pk = column(0).int64Value, let ent = column(1).int64Value, let mapping = entityByNumber[Int(ent)],
               let plan = rowPlans[Int(ent)] else { return nil }
         var values: [String: Any] = [:]
@@ -400,11 +402,11 @@ public final class SQLiteStore: PersistentStore {
             var destination = rel.destinationEntity
             if let entityColumn, let n = column(entityColumn).int64Value, let m = entityByNumber[Int(n)] { destination = m.entity }
             guard let destination else { continue }
-            let target = ManagedObjectID(entity: destination, storeIdentifier: identifier, primaryKey: key)
+            let target = ManagedObjectID(entity: destination, storeIdentifier: storeID, primaryKey: key)
             target.persistentStore = self
             values[rel.name] = target
         }
-        let id = ManagedObjectID(entity: mapping.entity, storeIdentifier: identifier, primaryKey: pk)
+        let id = ManagedObjectID(entity: mapping.entity, storeIdentifier: storeID, primaryKey: pk)
         id.persistentStore = self
         return StoreSnapshot(objectID: id, version: column(2).int64Value ?? 0, values: values)
     }
@@ -473,8 +475,9 @@ public final class SQLiteStore: PersistentStore {
         // Rows are turned into snapshots as SQLite steps, without an
         // intermediate array of rows.
         var snapshots: [StoreSnapshot] = []
+        let storeID = identifier
         try statement.forEachRow(bindings) { row in
-            if let snapshot = try snapshot({ row.column($0) }) { snapshots.append(snapshot) }
+            if let snapshot = try snapshot(storeID: storeID, { row.column($0) }) { snapshots.append(snapshot) }
         }
         return StoreFetchResult(snapshots: snapshots, isExact: isExact)
     }
@@ -484,7 +487,8 @@ public final class SQLiteStore: PersistentStore {
         let (db, schema) = try openConnection()
         var out: [ManagedObjectID: StoreSnapshot] = [:]
         var byTable: [String: [ManagedObjectID]] = [:]
-        for id in ids where id.storeIdentifier == identifier {
+        let storeID = identifier
+        for id in ids where id.storeIdentifier == storeID {
             guard id.primaryKey != nil, let mapping = schema.entity(named: id.entity.name) else { continue }
             byTable[mapping.tableName, default: []].append(id)
         }
@@ -496,7 +500,7 @@ public final class SQLiteStore: PersistentStore {
                 let rows = try db.prepareUncached("SELECT \(selectColumns(table)) FROM \(tableName) WHERE Z_PK IN (\(placeholders))")
                     .query(chunk.map { .integer($0.primaryKey!) })
                 for row in rows {
-                    guard let snap = try snapshot(fromRow: row, table: table) else { continue }
+                    guard let snap = try snapshot(fromRow: row, table: table, storeID: storeID) else { continue }
                     // The ID must name the row's own entity: a Bot ID never fires a Commit row.
                     if let wanted = chunk.first(where: { $0.primaryKey == snap.objectID.primaryKey && $0.entity.name == snap.objectID.entity.name }) {
                         out[wanted] = snap
@@ -549,9 +553,10 @@ public final class SQLiteStore: PersistentStore {
     }
 
     private func ids(from rows: [[SQLiteValue]]) -> [ManagedObjectID] {
-        rows.compactMap { row in
+        let storeID = identifier
+        return rows.compactMap { row in
             guard let pk = row[0].int64Value, let ent = row[1].int64Value, let m = entityByNumber[Int(ent)] else { return nil }
-            let id = ManagedObjectID(entity: m.entity, storeIdentifier: identifier, primaryKey: pk)
+            let id = ManagedObjectID(entity: m.entity, storeIdentifier: storeID, primaryKey: pk)
             id.persistentStore = self
             return id
         }
@@ -594,8 +599,9 @@ public final class SQLiteStore: PersistentStore {
                 return current + 1
             }
         }
+        let storeID = identifier
         return (0..<Int64(count)).map {
-            let id = ManagedObjectID(entity: entity, storeIdentifier: identifier, primaryKey: first + $0)
+            let id = ManagedObjectID(entity: entity, storeIdentifier: storeID, primaryKey: first + $0)
             id.persistentStore = self
             return id
         }
@@ -791,7 +797,7 @@ public final class SQLiteStore: PersistentStore {
         guard let pk = id.primaryKey, let mapping = schema?.entity(named: id.entity.name), let table = schema?.table(named: mapping.tableName) else { return nil }
         let rows = try db.query("SELECT \(selectColumns(table)) FROM \(table.name) WHERE Z_PK = ? AND Z_ENT = ?",
                                 [.integer(pk), .integer(Int64(mapping.number))])
-        return try rows.first.flatMap { try snapshot(fromRow: $0, table: table) }
+        return try rows.first.flatMap { try snapshot(fromRow: $0, table: table, storeID: identifier) }
     }
 
     /// A deleted object leaves no many-to-many rows behind (Core Data nullifies them).
