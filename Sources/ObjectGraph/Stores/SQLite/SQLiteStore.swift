@@ -154,12 +154,21 @@ public final class SQLiteStore: PersistentStore {
     }
 
     /// Which columns of a table row hold which properties of one entity,
-    /// worked out once per entity rather than per row.
-    private struct RowPlan {
-        var attributes: [(attribute: AttributeDescription, column: Int)] = []
-        var toOnes: [(relationship: RelationshipDescription, column: Int, entityColumn: Int?)] = []
+    /// worked out once per entity rather than per row. A class in an array
+    /// indexed by `Z_ENT`: reading it per row costs one retain, where a
+    /// dictionary of `EntityMapping` structs cost a hash and a copy of every
+    /// field (it showed at the top of a `perf` profile of full fetches).
+    private final class RowPlan {
+        let entity: EntityDescription
+        var attributes: [(name: String, attribute: AttributeDescription, column: Int)] = []
+        var toOnes: [(name: String, destination: EntityDescription?, column: Int, entityColumn: Int?)] = []
+        init(entity: EntityDescription) { self.entity = entity }
     }
-    private var rowPlans: [Int: RowPlan] = [:]
+    private var rowPlans: [RowPlan?] = []
+
+    private func rowPlan(_ number: Int64) -> RowPlan? {
+        number >= 0 && number < rowPlans.count ? rowPlans[Int(number)] : nil
+    }
     private var mappingsByEntity: [ObjectIdentifier: SQLiteSchema.EntityMapping] = [:]
     /// Entity number → number of the root entity whose `Z_MAX` hands out its keys.
     private var keyEntityNumbers: [Int: Int] = [:]
@@ -169,8 +178,14 @@ public final class SQLiteStore: PersistentStore {
     private func install(_ newSchema: SQLiteSchema) throws {
         if let connection { try SQLitePredicateCompiler.register(on: connection) }
         schema = newSchema
+        let highestNumber = newSchema.entitiesByName.values.map(\.number).max() ?? 0
+        // Core Data numbers entities 1…n; a file claiming more is not one of its stores
+        // (and must not make the row-plan array huge).
+        guard highestNumber < 1 << 16 else {
+            throw CoreDataError(.persistentStoreIncompatibleSchema, "Z_PRIMARYKEY gives an entity number of \(highestNumber); Core Data numbers entities from 1")
+        }
         entityByNumber = [:]
-        rowPlans = [:]
+        rowPlans = Array(repeating: nil, count: highestNumber + 1)
         mappingsByEntity = [:]
         keyEntityNumbers = [:]
         for mapping in newSchema.entitiesByName.values {
@@ -182,13 +197,13 @@ public final class SQLiteStore: PersistentStore {
             guard let table = newSchema.table(named: mapping.tableName) else { continue }
             var index: [String: Int] = [:]
             for (i, c) in table.columns.enumerated() { index[c.name] = i }
-            var plan = RowPlan()
+            let plan = RowPlan(entity: mapping.entity)
             for property in mapping.entity.properties where !property.isTransient {
                 guard let name = mapping.columnsByProperty[property.name], let i = index[name] else { continue }
                 if let attribute = property as? AttributeDescription {
-                    plan.attributes.append((attribute, i))
+                    plan.attributes.append((attribute.name, attribute, i))
                 } else if let rel = property as? RelationshipDescription {
-                    plan.toOnes.append((rel, i, mapping.entityColumnsByRelationship[rel.name].flatMap { index[$0] }))
+                    plan.toOnes.append((rel.name, rel.destinationEntity, i, mapping.entityColumnsByRelationship[rel.name].flatMap { index[$0] }))
                 }
             }
             rowPlans[mapping.number] = plan
@@ -390,23 +405,22 @@ public final class SQLiteStore: PersistentStore {
     /// `storeID` is the store's identifier, read once per fetch by the
     /// caller: `identifier` looks it up in `metadata` on every call.
     private func snapshot(storeID: String, _ column: (Int) -> SQLiteValue) throws -> StoreSnapshot? {
-        guard let pk = column(0).int64Value, let ent = column(1).int64Value, let mapping = entityByNumber[Int(ent)],
-              let plan = rowPlans[Int(ent)] else { return nil }
+        guard let pk = column(0).int64Value, let ent = column(1).int64Value, let plan = rowPlan(ent) else { return nil }
         var values: [String: Any] = [:]
         values.reserveCapacity(plan.attributes.count + plan.toOnes.count)
-        for (attribute, i) in plan.attributes {
-            if let value = try SQLiteValueCodec.decode(column(i), for: attribute) { values[attribute.name] = value }
+        for (name, attribute, i) in plan.attributes {
+            if let value = try SQLiteValueCodec.decode(column(i), for: attribute) { values[name] = value }
         }
-        for (rel, i, entityColumn) in plan.toOnes {
+        for (name, declared, i, entityColumn) in plan.toOnes {
             guard let key = column(i).int64Value else { continue }
-            var destination = rel.destinationEntity
-            if let entityColumn, let n = column(entityColumn).int64Value, let m = entityByNumber[Int(n)] { destination = m.entity }
+            var destination = declared
+            if let entityColumn, let n = column(entityColumn).int64Value, let other = rowPlan(n) { destination = other.entity }
             guard let destination else { continue }
             let target = ManagedObjectID(entity: destination, storeIdentifier: storeID, primaryKey: key)
             target.persistentStore = self
-            values[rel.name] = target
+            values[name] = target
         }
-        let id = ManagedObjectID(entity: mapping.entity, storeIdentifier: storeID, primaryKey: pk)
+        let id = ManagedObjectID(entity: plan.entity, storeIdentifier: storeID, primaryKey: pk)
         id.persistentStore = self
         return StoreSnapshot(objectID: id, version: column(2).int64Value ?? 0, values: values)
     }
