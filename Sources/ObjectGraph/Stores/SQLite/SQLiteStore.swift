@@ -649,7 +649,7 @@ public final class SQLiteStore: PersistentStore {
         if let attribute = property as? AttributeDescription {
             return try SQLiteValueCodec.encode(value, for: attribute)
         }
-        guard let value, !(value is NSNull) else { return .null }
+        guard let value, !SQLiteValueCodec.isNSNull(value) else { return .null }
         guard let target = value as? ManagedObjectID else {
             throw CoreDataError(.persistentStoreSave, "to-one \(mapping.entity.name).\(property.name) holds \(type(of: value)), not a ManagedObjectID")
         }
