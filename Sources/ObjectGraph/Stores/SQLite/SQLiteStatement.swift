@@ -85,6 +85,16 @@ public final class SQLiteStatement {
 
     /// Resets the statement and clears its bindings, for binding one value
     /// at a time with `bind(_:at:)` (no array per row on hot paths).
+    ///
+    /// ```swift
+    /// let insert = try connection.prepare("INSERT INTO ZTAG (Z_PK, ZLABEL) VALUES (?, ?)")
+    /// for (key, label) in rows {
+    ///     insert.reset()
+    ///     try insert.bind(.integer(key), at: 1)
+    ///     try insert.bind(.text(label), at: 2)
+    ///     try insert.runBound()
+    /// }
+    /// ```
     public func reset() {
         sqlite3_reset(handle)
         sqlite3_clear_bindings(handle)
