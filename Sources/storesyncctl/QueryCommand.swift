@@ -170,6 +170,10 @@ struct QueryCommand: ParsableCommand {
         } catch let error as CoreDataError {
             switch error.code {
             case .fileReadNoSuchFile, .fileNoSuchFile: throw Failure(message: error.message, exitCode: SysExit.noInput)
+            case .persistentStoreIncompatibleSchema, .persistentStoreIncompatibleVersionHash:
+                // A .xcdatamodeld names its current version, which is often not the one an older store was made with.
+                throw Failure(message: error.message + "\n(give --model the model version the store was made with, e.g. Model.xcdatamodeld/Model2.xcdatamodel)",
+                              exitCode: SysExit.dataError)
             default: throw Failure(message: error.message, exitCode: SysExit.dataError)
             }
         }

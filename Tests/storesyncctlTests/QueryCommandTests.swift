@@ -143,6 +143,31 @@ import Testing
         #expect(lines[2].contains("x-coredata://") && lines[2].contains("/Stats/p"))
     }
 
+    /// `--model` takes a bundle (its current version), a version folder or a contents file.
+    @Test func modelInEveryForm() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("query-model-\(UUID().uuidString)")
+        let bundle = dir.appendingPathComponent("Server.xcdatamodeld")
+        try FileManager.default.createDirectory(at: bundle, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: Self.model, toPath: bundle.appendingPathComponent("Server2.0.1.xcdatamodel").path)
+        try FileManager.default.copyItem(atPath: CLI.xcServerBundle + "/XCServerCoreData2.0.3.xcdatamodel",
+                                         toPath: bundle.appendingPathComponent("Server2.0.3.xcdatamodel").path)
+        func setCurrent(_ name: String) throws {
+            let plist = ["_XCCurrentVersionName": name]
+            try PropertyListSerialization.data(fromPropertyList: plist, format: .xml, options: 0)
+                .write(to: bundle.appendingPathComponent(".xccurrentversion"))
+        }
+        try setCurrent("Server2.0.1.xcdatamodel")
+        let expected = try rawKeys(Self.fixture, "SELECT Z_PK FROM ZBOT ORDER BY ZNAME, Z_PK")
+        for model in [bundle.path, Self.model, Self.model + "/contents"] {
+            #expect(try jsonKeys(try run([Self.fixture, "Bot", "--model", model, "--sort", "name", "--json"])) == expected, "\(model)")
+        }
+        // The bundle's current version must be the store's: 2.0.3 is not, and the message says what to do.
+        try setCurrent("Server2.0.3.xcdatamodel")
+        let wrongVersion = try run([Self.fixture, "Bot", "--model", bundle.path])
+        #expect(wrongVersion.exitCode == 65)
+        #expect(wrongVersion.standardError.contains("give --model the model version the store was made with"))
+    }
+
     @Test func neverWritesTheStore() throws {
         let url = try copyFixture()
         let dir = url.deletingLastPathComponent()
