@@ -410,6 +410,11 @@ struct SQLitePredicateCompiler {
             guard case let .aggregate(items) = right, items.count == 2,
                   let low = Self.constant(items[0]), let high = Self.constant(items[1]),
                   kind == .number || kind == .string || kind == .date else { return nil }
+            // A bound of another kind makes the evaluator throw for every
+            // non-nil row, even when the other bound is nil: leave it to it.
+            for bound in [low, high] where !Self.isNull(bound) {
+                guard Self.sqlValue(bound, as: kind) != nil else { return nil }
+            }
             if Self.isNull(low) || Self.isNull(high) { return "0" }
             guard let lowValue = Self.sqlValue(low, as: kind), let highValue = Self.sqlValue(high, as: kind) else { return nil }
             let lhs = subject(column, kind, options)

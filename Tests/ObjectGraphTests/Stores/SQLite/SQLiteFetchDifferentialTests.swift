@@ -86,17 +86,37 @@ import Testing
 
     // MARK: Random fetches
 
+    /// The keys and constants random fetches are made of, per dataset.
+    struct Vocabulary {
+        var scalarKeys: [(key: String, kind: String)]
+        var toMany: String
+        var toManyKeys: [(key: String, kind: String)]
+        var toOne: String
+        var sortKeys: [String]
+        var strings: [String]
+        var ints: [Int]
+        var dates: [Date]
+    }
+
+    static let generated = Vocabulary(
+        scalarKeys: [("name", "string"), ("nick", "string"), ("age", "int"), ("score", "double"), ("born", "date"), ("active", "bool"),
+                     ("city.name", "string"), ("city.population", "int")],
+        toMany: "pets", toManyKeys: [("kind", "string"), ("weight", "double")], toOne: "city",
+        sortKeys: ["name", "nick", "age", "score", "born", "active", "city.name", "city.population"],
+        strings: words.compactMap { $0 }, ints: (0..<8).map { $0 * 10 - 15 }, dates: dates)
+
     struct Generator {
         var rng: SplitMix64
+        var vocabulary: Vocabulary
 
         mutating func constant(for kind: String) -> String {
             if rng.chance(0.08) { return "nil" }
             if rng.chance(0.04) { return rng.pick(["'x'", "3", "TRUE"]) }  // another kind
             switch kind {
-            case "string": return rng.pick(SQLiteFetchDifferentialTests.words.compactMap { $0 }).replacingOccurrences(of: "'", with: "\\'").quoted
-            case "int": return String(Int(rng.next() % 8) * 10 - 15)
+            case "string": return rng.pick(vocabulary.strings).replacingOccurrences(of: "'", with: "\\'").quoted
+            case "int": return String(rng.pick(vocabulary.ints))
             case "double": return rng.pick(["-1.5", "0", "0.25", "2", "2.5", "1e10", "3"])
-            case "date": return "CAST(\(SQLiteFetchDifferentialTests.dates[Int(rng.next() % 6)].timeIntervalSinceReferenceDate + rng.pick([0.0, 1.0, -1.0])), 'NSDate')"
+            case "date": return "CAST(\(rng.pick(vocabulary.dates).timeIntervalSinceReferenceDate + rng.pick([0.0, 1.0, -1.0])), 'NSDate')"
             default: return rng.chance(0.5) ? "TRUE" : "FALSE"
             }
         }
@@ -109,7 +129,7 @@ import Testing
                 switch op {
                 case "IN": return "\(key) IN\(options()) {\(constant(for: kind)), \(constant(for: kind))}"
                 case "BETWEEN": return "\(key) BETWEEN\(options()) {\(constant(for: kind)), \(constant(for: kind))}"
-                case "LIKE": return "\(key) LIKE\(options()) \(rng.pick(["'*a*'", "'?nn'", "'a%b'", "'*e'", "'Z*'", "'*'"]))"
+                case "LIKE": return "\(key) LIKE\(options()) \(rng.pick(["'*a*'", "'?nn'", "'a%b'", "'*e'", "'Z*'", "'*'", "'iP*'", "'*1?'"]))"
                 default: return "\(key) \(op)\(options()) \(constant(for: kind))"
                 }
             }
@@ -121,12 +141,6 @@ import Testing
             }
         }
 
-        static let personKeys: [(String, String)] = [
-            ("name", "string"), ("nick", "string"), ("age", "int"), ("score", "double"), ("born", "date"), ("active", "bool"),
-            ("city.name", "string"), ("city.population", "int"),
-        ]
-        static let petKeys: [(String, String)] = [("kind", "string"), ("weight", "double")]
-
         mutating func predicate(depth: Int = 0) -> String {
             let roll = rng.next() % 100
             if depth < 2 && roll < 25 {
@@ -135,46 +149,42 @@ import Testing
             }
             if depth < 2 && roll < 32 { return "NOT (\(predicate(depth: depth + 1)))" }
             if roll < 42 {
-                let (key, kind) = rng.pick(Self.petKeys)
-                return "\(rng.pick(["ANY", "ALL", "NONE", "ANY"])) pets.\(comparison(key, kind))"
+                let (key, kind) = rng.pick(vocabulary.toManyKeys)
+                return "\(rng.pick(["ANY", "ALL", "NONE", "ANY"])) \(vocabulary.toMany).\(comparison(key, kind))"
             }
-            if roll < 47 { return "pets.@count \(rng.pick(["==", ">", "<="])) \(rng.next() % 4)" }
-            if roll < 52 { return rng.pick(["city == nil", "city != nil"]) }
-            let (key, kind) = rng.pick(Self.personKeys)
+            if roll < 47 { return "\(vocabulary.toMany).@count \(rng.pick(["==", ">", "<="])) \(rng.next() % 4)" }
+            if roll < 52 { return "\(vocabulary.toOne) \(rng.pick(["==", "!="])) nil" }
+            let (key, kind) = rng.pick(vocabulary.scalarKeys)
             return comparison(key, kind)
         }
 
         mutating func sorts() -> [FetchSortDescriptor] {
-            let keys = ["name", "nick", "age", "score", "born", "active", "city.name", "city.population"]
-            return (0..<Int(rng.next() % 4)).map { _ in
-                let key = rng.pick(keys)
-                let method: FetchSortDescriptor.ComparisonMethod = key.hasSuffix("name") || key == "nick"
-                    ? rng.pick(FetchSortDescriptor.ComparisonMethod.allCases) : .compare
+            (0..<Int(rng.next() % 4)).map { _ in
+                let key = rng.pick(vocabulary.sortKeys)
+                let isString = vocabulary.scalarKeys.first { $0.key == key }?.kind == "string"
+                let method: FetchSortDescriptor.ComparisonMethod = isString ? rng.pick(FetchSortDescriptor.ComparisonMethod.allCases) : .compare
                 return FetchSortDescriptor(key: key, ascending: rng.chance(0.5), comparison: method)
             }
         }
     }
 
-    @Test func sqlAndInMemoryFetchesAgree() throws {
-        var rng = SplitMix64(seed: 0x5EED_0005)
-        let store = try Self.makeStore(&rng)
-        defer { store.close() }
-        let all = try store.fetchSnapshots(FetchRequest(entityName: "Person")).snapshots
-        #expect(all.count == 160)
+    /// Runs `cases` random fetches of `entities` and compares the two paths;
+    /// returns how many were exact in SQL.
+    static func compare(store: SQLiteStore, entities: [String], vocabulary: Vocabulary, seed: UInt64, cases: Int) throws -> Int {
+        let all = try store.fetchSnapshots(FetchRequest(entityName: entities[0])).snapshots
         let records = StoreRecord.records(for: all, in: store)
-        var generator = Generator(rng: SplitMix64(seed: 0xD1FF_2026))
+        var generator = Generator(rng: SplitMix64(seed: seed), vocabulary: vocabulary)
         var exact = 0, failures = 0
-        let cases = 1_500
         for index in 0..<cases {
             let format = generator.predicate()
-            let request = FetchRequest(entityName: rng.chance(0.2) ? "Employee" : "Person")
+            let request = FetchRequest(entityName: entities.count > 1 && generator.rng.chance(0.2) ? entities[1] : entities[0])
             request.predicate = try FetchPredicate(format: format)
             request.sortDescriptors = generator.sorts()
             if generator.rng.chance(0.5) { request.fetchLimit = Int(1 + generator.rng.next() % 30) }
             if generator.rng.chance(0.3) { request.fetchOffset = Int(generator.rng.next() % 40) }
             let label = "case \(index): \(request.entityName!) where \(format) sorted by \(request.sortDescriptors) offset \(request.fetchOffset) limit \(request.fetchLimit)"
 
-            let candidates = request.entityName == "Person" ? records : records.filter { $0.objectID.entity.name == "Employee" }
+            let candidates = request.entityName == entities[0] ? records : records.filter { $0.objectID.entity.name == request.entityName }
             let expected = Result { try PersistentStore.finish(candidates, request).map(\.objectID) }
             let raw = Result { try store.fetchSnapshots(request) }
             let actual = Result { try store.finishedSnapshots(request).map(\.objectID) }
@@ -196,9 +206,41 @@ import Testing
             }
             if failures > 20 { break }
         }
+        return exact
+    }
+
+    @Test func sqlAndInMemoryFetchesAgree() throws {
+        var rng = SplitMix64(seed: 0x5EED_0005)
+        let store = try Self.makeStore(&rng)
+        defer { store.close() }
+        #expect(try store.fetchSnapshots(FetchRequest(entityName: "Person")).snapshots.count == 160)
+        let cases = 1_500
+        let exact = try Self.compare(store: store, entities: ["Person", "Employee"], vocabulary: Self.generated, seed: 0xD1FF_2026, cases: cases)
         // Most cases must run wholly in SQL, or the comparison proves little
         // (with these seeds 1,475 of 1,500 do).
         #expect(exact > cases * 9 / 10, "only \(exact) of \(cases) fetches were exact in SQL")
+    }
+
+    /// The same on Apple's 2.0.1 fixture: Integrations with their bot (to-one)
+    /// and tested devices (a many-to-many join table), real values.
+    @Test func sqlAndInMemoryAgreeOnTheAppleFixture() throws {
+        let fixture = "XCServerCoreData_2.0.1.sqlite"
+        let store = try SQLiteFixtures.openStore(try SQLiteFixtures.copy(fixture), model: try SQLiteFixtures.model(for: fixture),
+                                                 options: [PersistentStore.readOnlyOption: true])
+        defer { store.close() }
+        let vocabulary = Vocabulary(
+            scalarKeys: [("number", "int"), ("duration", "int"), ("result", "string"), ("currentStep", "string"), ("endedTime", "date"),
+                         ("shouldClean", "bool"), ("bot.name", "string"), ("buildResultSummary.errorCount", "int")],
+            toMany: "testedDevices", toManyKeys: [("name", "string"), ("osVersion", "string"), ("connected", "bool")], toOne: "bot",
+            sortKeys: ["number", "duration", "result", "endedTime", "shouldClean", "bot.name", "buildResultSummary.errorCount"],
+            strings: ["succeeded", "warnings", "build-errors", "canceled", "completed", "Pocket Bot iOS", "pocket bot ios", "iPhone 7",
+                      "iPad Pro", "11.2", "10.3.1", "", "ipad", "Succeeded"],
+            ints: [0, 3, 12, 50, 100, 105, 157, 2060],
+            dates: [Date(timeIntervalSinceReferenceDate: 482_886_150.263_999_94), Date(timeIntervalSinceReferenceDate: 520_000_000),
+                    Date(timeIntervalSinceReferenceDate: 544_141_609.134_000_1)])
+        let cases = 400
+        let exact = try Self.compare(store: store, entities: ["Integration"], vocabulary: vocabulary, seed: 0xA991_E201, cases: cases)
+        #expect(exact > cases * 8 / 10, "only \(exact) of \(cases) fetches were exact in SQL")
     }
 }
 
