@@ -54,7 +54,7 @@ let package = Package(
         ),
         .testTarget(
             name: "storesyncctlTests",
-            dependencies: ["storesyncctl"],
+            dependencies: ["storesyncctl", "CSQLite"],
             swiftSettings: swift5
         ),
         .testTarget(

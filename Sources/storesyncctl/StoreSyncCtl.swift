@@ -10,6 +10,7 @@ struct StoreSyncCtl: ParsableCommand {
         subcommands: [
             ModelCommand.self,
             PredicateCommand.self,
+            QueryCommand.self,
         ]
     )
 }

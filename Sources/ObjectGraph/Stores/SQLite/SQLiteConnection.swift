@@ -19,6 +19,11 @@ import Foundation
 public final class SQLiteConnection {
     public enum OpenMode: Sendable {
         case readOnly
+        /// Read-only with SQLite's `immutable=1`: no locks, and no `-wal` or
+        /// `-shm` file is created or read. Only safe for a file that nothing
+        /// else writes while it is open and whose WAL (if any) is checkpointed,
+        /// see `SQLiteStore.readOnlyOpenMode(forFileAt:)`.
+        case readOnlyImmutable
         case readWrite
         case readWriteCreate
     }
@@ -38,11 +43,12 @@ public final class SQLiteConnection {
         var flags: Int32 = SQLITE_OPEN_NOMUTEX
         switch mode {
         case .readOnly: flags |= SQLITE_OPEN_READONLY
+        case .readOnlyImmutable: flags |= SQLITE_OPEN_READONLY | SQLITE_OPEN_URI
         case .readWrite: flags |= SQLITE_OPEN_READWRITE
         case .readWriteCreate: flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
         }
         var db: OpaquePointer?
-        let rc = sqlite3_open_v2(path, &db, flags, nil)
+        let rc = sqlite3_open_v2(mode == .readOnlyImmutable ? Self.immutableURI(path) : path, &db, flags, nil)
         handle = db
         if rc != SQLITE_OK {
             let err = error(rc, context: "opening \(path)")
@@ -52,12 +58,21 @@ public final class SQLiteConnection {
         }
         sqlite3_extended_result_codes(db, 0)
         sqlite3_busy_timeout(db, Int32(max(0, min(busyTimeout * 1000, Double(Int32.max)))))
-        if mode != .readOnly, let journalMode {
+        if mode != .readOnly && mode != .readOnlyImmutable, let journalMode {
             _ = try query("PRAGMA journal_mode=\(journalMode)")
         }
     }
 
     deinit { close() }
+
+    /// `file:` URI for `path` with `immutable=1`; characters a URI gives
+    /// meaning to (`?`, `#`, `%`, spaces) are percent-escaped.
+    static func immutableURI(_ path: String) -> String {
+        var allowed = CharacterSet.urlPathAllowed
+        allowed.remove(charactersIn: "?#%")
+        let escaped = path.addingPercentEncoding(withAllowedCharacters: allowed) ?? path
+        return "file:\(escaped)?immutable=1"
+    }
 
     /// Finalises cached statements and closes the file.
     public func close() {

@@ -52,6 +52,50 @@ struct SQLitePredicateCompiler {
         return Condition(sql: sql, joins: joinFrames[0], bindings: bindings)
     }
 
+    /// `ORDER BY` terms for sort descriptors on rows of `entity`'s table
+    /// aliased `t0`, continuing the joins of the last `compile` (call it
+    /// first), or nil when a descriptor cannot be ordered in SQL exactly as
+    /// `FetchSortDescriptor.compare` orders it. Ties are broken by `t0.Z_PK`,
+    /// the order rows come in when a fetch is sorted in memory (a stable sort).
+    ///
+    /// Numbers and dates order as SQLite orders them; strings through a
+    /// collation running the descriptor's own comparison method. NULL sorts
+    /// first ascending and last descending in both. Only attribute key paths
+    /// (possibly through to-one relationships) qualify: to-many paths,
+    /// collection operators, relationships and other attribute types decline.
+    mutating func orderBy(_ descriptors: [FetchSortDescriptor], for entity: SQLiteSchema.EntityMapping) -> [String]? {
+        var terms: [String] = []
+        for descriptor in descriptors {
+            let path = descriptor.key.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+            guard !path.contains(where: { $0.hasPrefix("@") || $0.isEmpty }),
+                  case let .column(column, attribute)? = resolve(path, Scope(alias: "t0", entity: entity.entity)),
+                  let kind = Self.kind(of: attribute) else { return nil }
+            let direction = descriptor.ascending ? "ASC" : "DESC"
+            switch kind {
+            case .number, .date:
+                terms.append("\(column) \(direction)")
+            case .string:
+                terms.append("\(column) COLLATE \(Self.sortCollations[descriptor.comparison]!) \(direction)")
+            case .uuid, .data, .url:
+                return nil
+            }
+        }
+        terms.append("t0.Z_PK")
+        return terms
+    }
+
+    /// One collation per string comparison method a sort descriptor can name.
+    static let sortCollations: [FetchSortDescriptor.ComparisonMethod: String] = [
+        .compare: collation,
+        .caseInsensitiveCompare: "OGSORT_CI",
+        .localizedCompare: "OGSORT_LOC",
+        .localizedCaseInsensitiveCompare: "OGSORT_LOCCI",
+        .localizedStandardCompare: "OGSORT_LOCSTD",
+    ]
+
+    /// The outer query's joins so far: the last `compile`'s plus any `orderBy` added.
+    var joins: [String] { joinFrames[0] }
+
     private struct Scope {
         let alias: String
         let entity: EntityDescription
@@ -366,6 +410,11 @@ struct SQLitePredicateCompiler {
             guard case let .aggregate(items) = right, items.count == 2,
                   let low = Self.constant(items[0]), let high = Self.constant(items[1]),
                   kind == .number || kind == .string || kind == .date else { return nil }
+            // A bound of another kind makes the evaluator throw for every
+            // non-nil row, even when the other bound is nil: leave it to it.
+            for bound in [low, high] where !Self.isNull(bound) {
+                guard Self.sqlValue(bound, as: kind) != nil else { return nil }
+            }
             if Self.isNull(low) || Self.isNull(high) { return "0" }
             guard let lowValue = Self.sqlValue(low, as: kind), let highValue = Self.sqlValue(high, as: kind) else { return nil }
             let lhs = subject(column, kind, options)
@@ -395,6 +444,13 @@ struct SQLitePredicateCompiler {
     static func register(on connection: SQLiteConnection) throws {
         try connection.createCollation(collation) { a, b in
             a == b ? .orderedSame : (a < b ? .orderedAscending : .orderedDescending)
+        }
+        for method in FetchSortDescriptor.ComparisonMethod.allCases where method != .compare {
+            let descriptor = FetchSortDescriptor(key: "", comparison: method)
+            try connection.createCollation(sortCollations[method]!) { a, b in
+                // The descriptor's own comparison; strings never throw.
+                (try? descriptor.compareValues(.string(a), .string(b))) ?? .orderedSame
+            }
         }
         try connection.createFunction(foldFunction, argumentCount: 2) { args in
             guard case let .text(s) = args[1] else { return args[1] }

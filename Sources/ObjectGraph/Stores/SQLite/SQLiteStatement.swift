@@ -73,30 +73,56 @@ public final class SQLiteStatement {
 
     /// Clears earlier bindings and state, then binds `values` to `?1…?n`.
     public func bind(_ values: [SQLiteValue]) throws {
-        sqlite3_reset(handle)
-        sqlite3_clear_bindings(handle)
+        reset()
         let expected = Int(sqlite3_bind_parameter_count(handle))
         guard values.count == expected else {
             throw CoreDataError(.sqlite, "statement expects \(expected) parameters, got \(values.count): \(sql)")
         }
         for (offset, value) in values.enumerated() {
-            let index = Int32(offset + 1)
-            let rc: Int32
-            switch value {
-            case .null: rc = sqlite3_bind_null(handle, index)
-            case .integer(let v): rc = sqlite3_bind_int64(handle, index, v)
-            case .real(let v): rc = sqlite3_bind_double(handle, index, v)
-            case .text(let s): rc = sqlite3_bind_text(handle, index, s, -1, Self.transient)
-            case .blob(let d):
-                rc = d.withUnsafeBytes { buffer in
-                    // A zero-length blob must stay a blob, not NULL: bind a
-                    // zeroblob when there is no base address.
-                    guard let base = buffer.baseAddress, buffer.count > 0 else { return sqlite3_bind_zeroblob(handle, index, 0) }
-                    return sqlite3_bind_blob(handle, index, base, Int32(buffer.count), Self.transient)
-                }
-            }
-            if rc != SQLITE_OK { throw connection.error(rc, context: "binding parameter \(index) of \(sql)") }
+            try bind(value, at: Int32(offset + 1))
         }
+    }
+
+    /// Resets the statement and clears its bindings, for binding one value
+    /// at a time with `bind(_:at:)` (no array per row on hot paths).
+    ///
+    /// ```swift
+    /// let insert = try connection.prepare("INSERT INTO ZTAG (Z_PK, ZLABEL) VALUES (?, ?)")
+    /// for (key, label) in rows {
+    ///     insert.reset()
+    ///     try insert.bind(.integer(key), at: 1)
+    ///     try insert.bind(.text(label), at: 2)
+    ///     try insert.runBound()
+    /// }
+    /// ```
+    public func reset() {
+        sqlite3_reset(handle)
+        sqlite3_clear_bindings(handle)
+    }
+
+    /// Binds one value to `?index` (1-based).
+    public func bind(_ value: SQLiteValue, at index: Int32) throws {
+        let rc: Int32
+        switch value {
+        case .null: rc = sqlite3_bind_null(handle, index)
+        case .integer(let v): rc = sqlite3_bind_int64(handle, index, v)
+        case .real(let v): rc = sqlite3_bind_double(handle, index, v)
+        case .text(let s): rc = sqlite3_bind_text(handle, index, s, -1, Self.transient)
+        case .blob(let d):
+            rc = d.withUnsafeBytes { buffer in
+                // A zero-length blob must stay a blob, not NULL: bind a
+                // zeroblob when there is no base address.
+                guard let base = buffer.baseAddress, buffer.count > 0 else { return sqlite3_bind_zeroblob(handle, index, 0) }
+                return sqlite3_bind_blob(handle, index, base, Int32(buffer.count), Self.transient)
+            }
+        }
+        if rc != SQLITE_OK { throw connection.error(rc, context: "binding parameter \(index) of \(sql)") }
+    }
+
+    /// Runs a statement bound with `bind(_:at:)` to completion, ignoring rows.
+    public func runBound() throws {
+        defer { sqlite3_reset(handle) }
+        while try step() {}
     }
 
     /// Advances one row; true while a row is available.

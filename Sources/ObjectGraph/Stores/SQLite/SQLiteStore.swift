@@ -22,6 +22,11 @@ public final class SQLiteStore: PersistentStore {
 
     /// When true, version hashes are not compared at open (PC-37).
     public static let ignoreVersioningOption = "NSIgnorePersistentStoreVersioningOption"
+    /// `NSSQLitePragmasOption`, `NSSQLiteAnalyzeOption` and
+    /// `NSSQLiteManualVacuumOption`: see `SQLiteStoreOptions`.
+    public static let pragmasOption = SQLiteStoreOptions.pragmasKey
+    public static let analyzeOption = SQLiteStoreOptions.analyzeKey
+    public static let manualVacuumOption = SQLiteStoreOptions.manualVacuumKey
     /// Seconds to wait for another connection's lock; the default is 5.
     public static let defaultTimeout: TimeInterval = 5
 
@@ -89,6 +94,8 @@ public final class SQLiteStore: PersistentStore {
         guard let url, url.isFileURL else {
             throw CoreDataError(.persistentStoreOpen, "a SQLite store needs a file URL, got \(url?.absoluteString ?? "nil")")
         }
+        // Refuse bad options before the file is created or touched.
+        storeOptions = try SQLiteStoreOptions(options)
         connection?.close()
         connection = nil
         let path = url.path
@@ -110,14 +117,24 @@ public final class SQLiteStore: PersistentStore {
         // Validate through a read-only connection first, so a file we refuse
         // (wrong hashes, foreign schema, corrupt) is never written to: even
         // switching the journal mode would change its header.
-        let reader = try Self.openWrappingErrors(path: url.path, mode: .readOnly, busyTimeout: timeout)
+        let readerMode = isReadOnly ? Self.readOnlyOpenMode(forFileAt: url) : .readOnly
+        let reader = try Self.openWrappingErrors(path: url.path, mode: readerMode, busyTimeout: timeout)
         let (fileMetadata, fileSchema) = try validate(reader, url: url)
+        let db: SQLiteConnection
         if isReadOnly {
-            connection = reader
+            db = reader
         } else {
             reader.close()
-            connection = try Self.openWrappingErrors(path: url.path, mode: .readWrite, busyTimeout: timeout)
+            db = try Self.openWrappingErrors(path: url.path, mode: .readWrite, busyTimeout: timeout)
         }
+        do {
+            try storeOptions.applyPragmas(to: db, writable: !isReadOnly)
+            try storeOptions.maintain(db, writable: !isReadOnly)
+        } catch let error as CoreDataError where error.code == .sqlite || error.code == .persistentStoreTimeout {
+            db.close()
+            throw Self.openError(from: error, url: url)
+        }
+        connection = db
         metadata = fileMetadata
         storedMetadataPlist = try? SQLiteMetadata.encodePlist(fileMetadata)
         storedUUID = fileMetadata[SQLiteMetadata.storeUUIDKey] as? String
@@ -131,6 +148,7 @@ public final class SQLiteStore: PersistentStore {
         let db = try Self.openWrappingErrors(path: url.path, mode: .readWriteCreate, busyTimeout: timeout)
         let newMetadata = SQLiteMetadata.newMetadata(model: model, configurationName: configurationName, storeUUID: identifier)
         do {
+            try storeOptions.applyPragmas(to: db, writable: true)
             try db.transaction {
                 for sql in newSchema.createStatements() { try db.prepareUncached(sql).run() }
                 for name in newSchema.entityNames {
@@ -140,6 +158,7 @@ public final class SQLiteStore: PersistentStore {
                 }
                 try SQLiteMetadata.write(newMetadata, to: db)
             }
+            try storeOptions.maintain(db, writable: true)
         } catch let error as CoreDataError {
             db.close()
             // A half-created file would later be refused as "not a Core Data
@@ -160,30 +179,56 @@ public final class SQLiteStore: PersistentStore {
     }
 
     /// Which columns of a table row hold which properties of one entity,
-    /// worked out once per entity rather than per row.
-    private struct RowPlan {
-        var attributes: [(attribute: AttributeDescription, column: Int)] = []
-        var toOnes: [(relationship: RelationshipDescription, column: Int, entityColumn: Int?)] = []
+    /// worked out once per entity rather than per row. A class in an array
+    /// indexed by `Z_ENT`: reading it per row costs one retain, where a
+    /// dictionary of `EntityMapping` structs cost a hash and a copy of every
+    /// field (it showed at the top of a `perf` profile of full fetches).
+    private final class RowPlan {
+        let entity: EntityDescription
+        var attributes: [(name: String, attribute: AttributeDescription, column: Int)] = []
+        var toOnes: [(name: String, destination: EntityDescription?, column: Int, entityColumn: Int?)] = []
+        init(entity: EntityDescription) { self.entity = entity }
     }
-    private var rowPlans: [Int: RowPlan] = [:]
+    private var rowPlans: [RowPlan?] = []
+
+    private func rowPlan(_ number: Int64) -> RowPlan? {
+        number >= 0 && number < rowPlans.count ? rowPlans[Int(number)] : nil
+    }
+    private var mappingsByEntity: [ObjectIdentifier: SQLiteSchema.EntityMapping] = [:]
+    /// Entity number → number of the root entity whose `Z_MAX` hands out its keys.
+    private var keyEntityNumbers: [Int: Int] = [:]
+    /// `NSSQLitePragmasOption`, `NSSQLiteAnalyzeOption`, `NSSQLiteManualVacuumOption`, read at `load()`.
+    private var storeOptions = SQLiteStoreOptions()
 
     private func install(_ newSchema: SQLiteSchema) throws {
         if let connection { try SQLitePredicateCompiler.register(on: connection) }
         schema = newSchema
+        let highestNumber = newSchema.entitiesByName.values.map(\.number).max() ?? 0
+        // Core Data numbers entities 1…n; a file claiming more is not one of its stores
+        // (and must not make the row-plan array huge).
+        guard highestNumber < 1 << 16 else {
+            throw CoreDataError(.persistentStoreIncompatibleSchema, "Z_PRIMARYKEY gives an entity number of \(highestNumber); Core Data numbers entities from 1")
+        }
         entityByNumber = [:]
-        rowPlans = [:]
+        rowPlans = Array(repeating: nil, count: highestNumber + 1)
+        mappingsByEntity = [:]
+        keyEntityNumbers = [:]
         for mapping in newSchema.entitiesByName.values {
             entityByNumber[mapping.number] = mapping
+            mappingsByEntity[ObjectIdentifier(mapping.entity)] = mapping
+            if let table = newSchema.table(named: mapping.tableName), let root = newSchema.entity(named: table.rootEntityName) {
+                keyEntityNumbers[mapping.number] = root.number
+            }
             guard let table = newSchema.table(named: mapping.tableName) else { continue }
             var index: [String: Int] = [:]
             for (i, c) in table.columns.enumerated() { index[c.name] = i }
-            var plan = RowPlan()
+            let plan = RowPlan(entity: mapping.entity)
             for property in mapping.entity.properties where !property.isTransient {
                 guard let name = mapping.columnsByProperty[property.name], let i = index[name] else { continue }
                 if let attribute = property as? AttributeDescription {
-                    plan.attributes.append((attribute, i))
+                    plan.attributes.append((attribute.name, attribute, i))
                 } else if let rel = property as? RelationshipDescription {
-                    plan.toOnes.append((rel, i, mapping.entityColumnsByRelationship[rel.name].flatMap { index[$0] }))
+                    plan.toOnes.append((rel.name, rel.destinationEntity, i, mapping.entityColumnsByRelationship[rel.name].flatMap { index[$0] }))
                 }
             }
             rowPlans[mapping.number] = plan
@@ -257,6 +302,28 @@ public final class SQLiteStore: PersistentStore {
         return out
     }
 
+    /// How a read-only store opens its file so that opening leaves no trace.
+    ///
+    /// A plain read-only open of a WAL-mode file (Core Data's default) makes
+    /// SQLite create `-wal` and `-shm` files beside it, which it cannot
+    /// remove again, and fails outright in a read-only directory. When the
+    /// file is in WAL mode and has no non-empty `-wal` file, every committed
+    /// transaction is in the main file, so it is opened `immutable=1`: no
+    /// locks and no side files. The trade-off: a writer that starts while
+    /// the store is open is not seen, and its changes may be read torn.
+    /// A file with a pending `-wal` is opened plainly read-only, because
+    /// its newest transactions live only in that `-wal` (SQLite then uses
+    /// the existing side files, creating `-shm` if it is missing).
+    static func readOnlyOpenMode(forFileAt url: URL) -> SQLiteConnection.OpenMode {
+        guard let handle = FileHandle(forReadingAtPath: url.path) else { return .readOnly }
+        defer { try? handle.close() }
+        let header = (try? handle.read(upToCount: 20)) ?? Data()
+        // Bytes 18 and 19 are the write and read format versions: 2 is WAL.
+        guard header.count == 20, header[18] == 2 || header[19] == 2 else { return .readOnly }
+        let walSize = (try? FileManager.default.attributesOfItem(atPath: url.path + "-wal"))?[.size] as? NSNumber
+        return (walSize?.intValue ?? 0) > 0 ? .readOnly : .readOnlyImmutable
+    }
+
     /// SQLite's 16-byte file signature.
     static let sqliteSignature = Data("SQLite format 3\0".utf8)
 
@@ -309,6 +376,13 @@ public final class SQLiteStore: PersistentStore {
         try SQLiteMetadata.metadataForStore(at: url)
     }
 
+    /// The value of `PRAGMA name` on the store's connection: how tests see
+    /// what `NSSQLitePragmasOption` set.
+    func pragmaValue(_ name: String) throws -> SQLiteValue? {
+        lock.lock(); defer { lock.unlock() }
+        return try openConnection().0.query("PRAGMA \(name)").first?.first
+    }
+
     /// SQLite's `PRAGMA data_version` for this store's connection: it changes
     /// when another connection or process commits to the file, so callers
     /// can tell whether what they cached from the store may be stale.
@@ -333,6 +407,8 @@ public final class SQLiteStore: PersistentStore {
     }
 
     private func mapping(for entity: EntityDescription) throws -> SQLiteSchema.EntityMapping {
+        // By identity first: hashing the entity name for every row of a save shows in profiles.
+        if let mapping = mappingsByEntity[ObjectIdentifier(entity)], mapping.entity === entity { return mapping }
         guard let mapping = schema?.entity(named: entity.name) else {
             throw CoreDataError(.persistentStoreOperation, "entity \(entity.name) is not in this store's configuration",
                                 userInfo: [CoreDataError.entityNameErrorKey: entity.name])
@@ -345,30 +421,31 @@ public final class SQLiteStore: PersistentStore {
     }
 
     /// A snapshot from a row selected with `selectColumns(table)`.
-    private func snapshot(fromRow row: [SQLiteValue], table: SQLiteSchema.Table) throws -> StoreSnapshot? {
-        try snapshot { row[$0] }
+    private func snapshot(fromRow row: [SQLiteValue], table: SQLiteSchema.Table, storeID: String) throws -> StoreSnapshot? {
+        try snapshot(storeID: storeID) { row[$0] }
     }
 
     /// A snapshot from the current row of a statement selecting a table's
     /// columns in order, reading only the columns the row's entity uses.
-    private func snapshot(_ column: (Int) -> SQLiteValue) throws -> StoreSnapshot? {
-        guard let pk = column(0).int64Value, let ent = column(1).int64Value, let mapping = entityByNumber[Int(ent)],
-              let plan = rowPlans[Int(ent)] else { return nil }
+    /// `storeID` is the store's identifier, read once per fetch by the
+    /// caller: `identifier` looks it up in `metadata` on every call.
+    private func snapshot(storeID: String, _ column: (Int) -> SQLiteValue) throws -> StoreSnapshot? {
+        guard let pk = column(0).int64Value, let ent = column(1).int64Value, let plan = rowPlan(ent) else { return nil }
         var values: [String: Any] = [:]
         values.reserveCapacity(plan.attributes.count + plan.toOnes.count)
-        for (attribute, i) in plan.attributes {
-            if let value = try SQLiteValueCodec.decode(column(i), for: attribute) { values[attribute.name] = value }
+        for (name, attribute, i) in plan.attributes {
+            if let value = try SQLiteValueCodec.decode(column(i), for: attribute) { values[name] = value }
         }
-        for (rel, i, entityColumn) in plan.toOnes {
+        for (name, declared, i, entityColumn) in plan.toOnes {
             guard let key = column(i).int64Value else { continue }
-            var destination = rel.destinationEntity
-            if let entityColumn, let n = column(entityColumn).int64Value, let m = entityByNumber[Int(n)] { destination = m.entity }
+            var destination = declared
+            if let entityColumn, let n = column(entityColumn).int64Value, let other = rowPlan(n) { destination = other.entity }
             guard let destination else { continue }
-            let target = ManagedObjectID(entity: destination, storeIdentifier: identifier, primaryKey: key)
+            let target = ManagedObjectID(entity: destination, storeIdentifier: storeID, primaryKey: key)
             target.persistentStore = self
-            values[rel.name] = target
+            values[name] = target
         }
-        let id = ManagedObjectID(entity: mapping.entity, storeIdentifier: identifier, primaryKey: pk)
+        let id = ManagedObjectID(entity: plan.entity, storeIdentifier: storeID, primaryKey: pk)
         id.persistentStore = self
         return StoreSnapshot(objectID: id, version: column(2).int64Value ?? 0, values: values)
     }
@@ -378,11 +455,13 @@ public final class SQLiteStore: PersistentStore {
     }
 
     /// The rows of the entity (and sub-entities when asked) that match the
-    /// request's predicate, ordered by primary key. A predicate the compiler
-    /// translates exactly (see `SQLitePredicateCompiler`) runs in SQL with
-    /// offset and limit, and the result is exact; any other predicate (or one
-    /// that does not parse) gives every row, `isExact` false, and the
-    /// coordinator filters, offsets and limits in memory.
+    /// request. When the compiler translates the predicate and every sort
+    /// descriptor exactly (see `SQLitePredicateCompiler`), SQL filters,
+    /// orders, offsets and limits, and the result is exact. When only the
+    /// predicate compiles, the matching rows come back in primary-key order,
+    /// unlimited, `isExact` false; when the predicate does not compile, every
+    /// row of the entity does. The caller then finishes in memory
+    /// (`finishedSnapshots(_:)`, or the coordinator).
     public override func fetchSnapshots(_ request: FetchRequest) throws -> StoreFetchResult {
         lock.lock(); defer { lock.unlock() }
         let (db, schema) = try openConnection()
@@ -393,36 +472,51 @@ public final class SQLiteStore: PersistentStore {
         }
         let numbers = request.includesSubentities ? mapping.numbersIncludingSubentities : [mapping.number]
         let columns = table.columns.map { "t0.\($0.name)" }.joined(separator: ", ")
-        let entityFilter = "t0." + entityNumbersSQL(numbers)
+        // A table holds only its root entity's hierarchy: when the fetch
+        // wants all of it, a Z_ENT filter would only make SQLite walk the
+        // Z_ENT index and look every row up again instead of scanning.
+        let wholeTable = Set(numbers) == Set(schema.entity(named: table.rootEntityName)?.numbersIncludingSubentities ?? [])
+        let entityFilter = wholeTable ? "1" : "t0." + entityNumbersSQL(numbers)
 
+        var compiler = SQLitePredicateCompiler(schema: schema)
         var joins: [String] = []
         var condition = ""
         var bindings: [SQLiteValue] = []
+        var orderBy = ["t0.Z_PK"]
         var isExact = true
-        let format = (request.predicateFormat ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
-        if !format.isEmpty {
-            var compiler = SQLitePredicateCompiler(schema: schema)
-            if let predicate = try? FetchPredicate(format: format), let compiled = compiler.compile(predicate, for: mapping) {
+        if let predicate = request.predicate, predicate != .truePredicate {
+            if let compiled = compiler.compile(predicate, for: mapping) {
                 joins = compiled.joins
                 condition = " AND (\(compiled.sql))"
                 bindings = compiled.bindings
             } else {
                 isExact = false
             }
+        } else {
+            _ = compiler.compile(.truePredicate, for: mapping)
         }
-        var sql = "SELECT \(columns) FROM \(table.name) t0\(joins.map { " " + $0 }.joined()) WHERE \(entityFilter)\(condition) ORDER BY t0.Z_PK"
+        if isExact && !request.sortDescriptors.isEmpty {
+            if let terms = compiler.orderBy(request.sortDescriptors, for: mapping) {
+                orderBy = terms
+                joins = compiler.joins
+            } else {
+                isExact = false
+            }
+        }
+        var sql = "SELECT \(columns) FROM \(table.name) t0\(joins.map { " " + $0 }.joined()) WHERE \(entityFilter)\(condition) ORDER BY \(orderBy.joined(separator: ", "))"
         if isExact && (request.fetchLimit > 0 || request.fetchOffset > 0) {
             sql += " LIMIT ?\(bindings.count + 1) OFFSET ?\(bindings.count + 2)"
             bindings += [.integer(request.fetchLimit > 0 ? Int64(request.fetchLimit) : -1), .integer(Int64(max(0, request.fetchOffset)))]
         }
         // Compiled SQL differs per predicate: prepare it uncached rather than
         // let the statement cache grow with every distinct query.
-        let statement = condition.isEmpty ? try db.prepare(sql) : try db.prepareUncached(sql)
+        let statement = condition.isEmpty && request.sortDescriptors.isEmpty ? try db.prepare(sql) : try db.prepareUncached(sql)
         // Rows are turned into snapshots as SQLite steps, without an
         // intermediate array of rows.
         var snapshots: [StoreSnapshot] = []
+        let storeID = identifier
         try statement.forEachRow(bindings) { row in
-            if let snapshot = try snapshot({ row.column($0) }) { snapshots.append(snapshot) }
+            if let snapshot = try snapshot(storeID: storeID, { row.column($0) }) { snapshots.append(snapshot) }
         }
         return StoreFetchResult(snapshots: snapshots, isExact: isExact)
     }
@@ -432,7 +526,8 @@ public final class SQLiteStore: PersistentStore {
         let (db, schema) = try openConnection()
         var out: [ManagedObjectID: StoreSnapshot] = [:]
         var byTable: [String: [ManagedObjectID]] = [:]
-        for id in ids where id.storeIdentifier == identifier {
+        let storeID = identifier
+        for id in ids where id.storeIdentifier == storeID {
             guard id.primaryKey != nil, let mapping = schema.entity(named: id.entity.name) else { continue }
             byTable[mapping.tableName, default: []].append(id)
         }
@@ -444,7 +539,7 @@ public final class SQLiteStore: PersistentStore {
                 let rows = try db.prepareUncached("SELECT \(selectColumns(table)) FROM \(tableName) WHERE Z_PK IN (\(placeholders))")
                     .query(chunk.map { .integer($0.primaryKey!) })
                 for row in rows {
-                    guard let snap = try snapshot(fromRow: row, table: table) else { continue }
+                    guard let snap = try snapshot(fromRow: row, table: table, storeID: storeID) else { continue }
                     // The ID must name the row's own entity: a Bot ID never fires a Commit row.
                     if let wanted = chunk.first(where: { $0.primaryKey == snap.objectID.primaryKey && $0.entity.name == snap.objectID.entity.name }) {
                         out[wanted] = snap
@@ -497,9 +592,10 @@ public final class SQLiteStore: PersistentStore {
     }
 
     private func ids(from rows: [[SQLiteValue]]) -> [ManagedObjectID] {
-        rows.compactMap { row in
+        let storeID = identifier
+        return rows.compactMap { row in
             guard let pk = row[0].int64Value, let ent = row[1].int64Value, let m = entityByNumber[Int(ent)] else { return nil }
-            let id = ManagedObjectID(entity: m.entity, storeIdentifier: identifier, primaryKey: pk)
+            let id = ManagedObjectID(entity: m.entity, storeIdentifier: storeID, primaryKey: pk)
             id.persistentStore = self
             return id
         }
@@ -542,8 +638,9 @@ public final class SQLiteStore: PersistentStore {
                 return current + 1
             }
         }
+        let storeID = identifier
         return (0..<Int64(count)).map {
-            let id = ManagedObjectID(entity: entity, storeIdentifier: identifier, primaryKey: first + $0)
+            let id = ManagedObjectID(entity: entity, storeIdentifier: storeID, primaryKey: first + $0)
             id.persistentStore = self
             return id
         }
@@ -567,26 +664,30 @@ public final class SQLiteStore: PersistentStore {
 
     private func bindings(for snapshot: StoreSnapshot, mapping: SQLiteSchema.EntityMapping,
                           properties: [(PropertyDescription, String)]) throws -> [SQLiteValue] {
-        try properties.map { property, column in
-            let value = snapshot.values[property.name]
-            if let attribute = property as? AttributeDescription {
-                return try SQLiteValueCodec.encode(value, for: attribute)
-            }
-            guard let value, !(value is NSNull) else { return .null }
-            guard let target = value as? ManagedObjectID else {
-                throw CoreDataError(.persistentStoreSave, "to-one \(mapping.entity.name).\(property.name) holds \(type(of: value)), not a ManagedObjectID")
-            }
-            guard let key = target.primaryKey else {
-                throw CoreDataError(.persistentStoreSave, "to-one \(mapping.entity.name).\(property.name) points to an object with a temporary ID; obtain permanent IDs before saving")
-            }
-            if column == mapping.entityColumnsByRelationship[property.name] {
-                guard let n = schema?.entity(named: target.entity.name)?.number else {
-                    throw CoreDataError(.persistentStoreSave, "to-one \(mapping.entity.name).\(property.name) points to entity \(target.entity.name), which this store does not hold")
-                }
-                return .integer(Int64(n))
-            }
-            return .integer(key)
+        try properties.map { try binding(for: snapshot, mapping: mapping, property: $0.0, column: $0.1) }
+    }
+
+    /// The value to bind for one column of a snapshot's row.
+    private func binding(for snapshot: StoreSnapshot, mapping: SQLiteSchema.EntityMapping,
+                         property: PropertyDescription, column: String) throws -> SQLiteValue {
+        let value = snapshot.values[property.name]
+        if let attribute = property as? AttributeDescription {
+            return try SQLiteValueCodec.encode(value, for: attribute)
         }
+        guard let value, !SQLiteValueCodec.isNSNull(value) else { return .null }
+        guard let target = value as? ManagedObjectID else {
+            throw CoreDataError(.persistentStoreSave, "to-one \(mapping.entity.name).\(property.name) holds \(type(of: value)), not a ManagedObjectID")
+        }
+        guard let key = target.primaryKey else {
+            throw CoreDataError(.persistentStoreSave, "to-one \(mapping.entity.name).\(property.name) points to an object with a temporary ID; obtain permanent IDs before saving")
+        }
+        if column == mapping.entityColumnsByRelationship[property.name] {
+            guard let n = schema?.entity(named: target.entity.name)?.number else {
+                throw CoreDataError(.persistentStoreSave, "to-one \(mapping.entity.name).\(property.name) points to entity \(target.entity.name), which this store does not hold")
+            }
+            return .integer(Int64(n))
+        }
+        return .integer(key)
     }
 
     private func insertStatement(_ mapping: SQLiteSchema.EntityMapping) -> (sql: String, properties: [(PropertyDescription, String)]) {
@@ -628,6 +729,7 @@ public final class SQLiteStore: PersistentStore {
                 if metadataChanged { try SQLiteMetadata.write(metadataToWrite, to: db) }
                 var conflicts: [ManagedObjectID: StoreSnapshot?] = [:]
                 var maxKeys: [Int: Int64] = [:]
+                var insertStatements: [Int: SQLiteStatement] = [:]
 
                 for (id, expected) in request.deleted {
                     let mapping = try mapping(for: id.entity)
@@ -663,11 +765,27 @@ public final class SQLiteStore: PersistentStore {
                     guard let pk = id.primaryKey else {
                         throw CoreDataError(.persistentStoreSave, "cannot insert \(id): it has a temporary ID; obtain permanent IDs first")
                     }
-                    let statement = insertStatement(mapping)
-                    let values = [.integer(pk), .integer(Int64(mapping.number)), .integer(max(1, snapshot.version))]
-                        + (try bindings(for: snapshot, mapping: mapping, properties: statement.properties))
-                    try db.run(statement.sql, values)
-                    let keyEntity = keyEntityNumber(mapping)
+                    // Bound value by value on the statement prepared once
+                    // per save and entity: no SQL-text lookup or array per row.
+                    let plan = insertStatement(mapping)
+                    let statement: SQLiteStatement
+                    if let prepared = insertStatements[mapping.number] {
+                        statement = prepared
+                    } else {
+                        statement = try db.prepare(plan.sql)
+                        insertStatements[mapping.number] = statement
+                    }
+                    statement.reset()
+                    try statement.bind(.integer(pk), at: 1)
+                    try statement.bind(.integer(Int64(mapping.number)), at: 2)
+                    try statement.bind(.integer(max(1, snapshot.version)), at: 3)
+                    var index: Int32 = 4
+                    for (property, column) in plan.properties {
+                        try statement.bind(try binding(for: snapshot, mapping: mapping, property: property, column: column), at: index)
+                        index += 1
+                    }
+                    try statement.runBound()
+                    let keyEntity = keyEntityNumbers[mapping.number] ?? keyEntityNumber(mapping)
                     maxKeys[keyEntity] = max(maxKeys[keyEntity] ?? 0, pk)
                 }
 
@@ -718,7 +836,7 @@ public final class SQLiteStore: PersistentStore {
         guard let pk = id.primaryKey, let mapping = schema?.entity(named: id.entity.name), let table = schema?.table(named: mapping.tableName) else { return nil }
         let rows = try db.query("SELECT \(selectColumns(table)) FROM \(table.name) WHERE Z_PK = ? AND Z_ENT = ?",
                                 [.integer(pk), .integer(Int64(mapping.number))])
-        return try rows.first.flatMap { try snapshot(fromRow: $0, table: table) }
+        return try rows.first.flatMap { try snapshot(fromRow: $0, table: table, storeID: identifier) }
     }
 
     /// A deleted object leaves no many-to-many rows behind (Core Data nullifies them).

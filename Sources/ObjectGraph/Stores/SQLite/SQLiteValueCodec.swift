@@ -24,7 +24,7 @@ public enum SQLiteValueCodec {
     /// The column value for an attribute value (nil → NULL).
     /// - Throws: 134030 when the value is not of the attribute's type.
     public static func encode(_ value: Any?, for attribute: AttributeDescription) throws -> SQLiteValue {
-        guard let value, !(value is NSNull) else { return .null }
+        guard let value, !isNSNull(value) else { return .null }
         func mismatch() -> CoreDataError {
             CoreDataError(.persistentStoreSave,
                           "value \(value) (\(type(of: value))) cannot be stored in \(attribute.entity?.name ?? "?").\(attribute.name) of type \(attribute.attributeType.xcodeName)",
@@ -165,6 +165,14 @@ public enum SQLiteValueCodec {
         case .undefined, .objectID:
             throw unreadable()
         }
+    }
+
+    /// Whether `value` is `NSNull`, compared by type: on Linux `value is
+    /// NSNull` tries to bridge a Swift number or string to an object first,
+    /// which cost more than the rest of encoding a row put together.
+    @inline(__always)
+    static func isNSNull(_ value: Any) -> Bool {
+        type(of: value) == NSNull.self
     }
 
     private static func integer(_ value: Any) -> Int64? {

@@ -161,4 +161,37 @@ import Testing
         store.close()
         #expect(try Data(contentsOf: url) == before)
     }
+
+    /// A WAL-mode file with no pending `-wal` opens immutable: nothing appears beside it.
+    @Test func readOnlyOpenOfACheckpointedWALFileLeavesNoSideFiles() throws {
+        let fixture = "XCServerCoreData_2.0.1.sqlite"
+        let url = try SQLiteFixtures.copy(fixture)
+        let dir = url.deletingLastPathComponent().path
+        #expect(SQLiteStore.readOnlyOpenMode(forFileAt: url) == .readOnlyImmutable)
+        let store = try SQLiteFixtures.openStore(url, model: try SQLiteFixtures.model(for: fixture),
+                                                 options: [PersistentStore.readOnlyOption: true])
+        #expect(try store.fetchSnapshots(FetchRequest(entityName: "Integration")).snapshots.count == 177)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir) == [fixture])
+        store.close()
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir) == [fixture])
+    }
+
+    /// While a writer holds committed rows only in `-wal`, a read-only store
+    /// must still see them, so it opens plainly read-only (not immutable).
+    @Test func readOnlyOpenSeesRowsStillInTheWAL() throws {
+        let url = try TestPaths.temporaryDirectory().appendingPathComponent("Pending.sqlite")
+        let model = SQLiteStoreRelationshipTests.makeModel()
+        let writer = try SQLiteFixtures.openStore(url, model: model)
+        defer { writer.close() }
+        let tags = try writer.newObjectIDs(for: model.entitiesByName["Tag"]!, count: 3)
+        var request = StoreSaveRequest()
+        request.inserted = tags.map { StoreSnapshot(objectID: $0, version: 1, values: ["label": "t\($0.primaryKey!)"]) }
+        try writer.save(request)
+        let walSize = try FileManager.default.attributesOfItem(atPath: url.path + "-wal")[.size] as? Int ?? 0
+        #expect(walSize > 0)
+        #expect(SQLiteStore.readOnlyOpenMode(forFileAt: url) == .readOnly)
+        let reader = try SQLiteFixtures.openStore(url, model: model, options: [PersistentStore.readOnlyOption: true])
+        defer { reader.close() }
+        #expect(try reader.fetchSnapshots(FetchRequest(entityName: "Tag")).snapshots.count == 3)
+    }
 }

@@ -1,0 +1,182 @@
+import ArgumentParser
+import Foundation
+import ObjectGraph
+
+/// `storesyncctl query STORE ENTITY [PREDICATE] --model PATH [--sort KEY[:desc]]... [--limit N] [--json]`:
+/// a read-only fetch from a Core Data SQLite store (Apple-written ones
+/// included), filtered with Core Data's predicate language.
+///
+/// The store is opened read-only through `SQLiteStore` and never written:
+/// a WAL-mode file without a pending `-wal` is opened `immutable=1`, so no
+/// `-wal`/`-shm` files appear beside it (see `SQLiteStore.readOnlyOpenMode`).
+/// What SQL cannot do exactly is finished in memory with the same semantics.
+///
+/// Exit statuses: 65 for a bad predicate (with its column), an entity,
+/// predicate key or sort key the model does not have, or a store the model
+/// does not fit; 66 for a missing or unreadable store or model.
+struct QueryCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "query",
+        abstract: "Fetch objects from a SQLite store, read-only, with a Core Data predicate.",
+        discussion: """
+            Prints an aligned table: the object ID, one column per attribute, and to-one \
+            relationships as object URIs. With --json, prints an array of objects keyed by \
+            property name: dates as ISO 8601 strings, binary data as base64, decimals as \
+            strings (exact digits), to-one relationships as an object URI or null, to-many \
+            relationships as arrays of object URIs, and the object's own URI under "objectID".
+
+            Examples:
+              storesyncctl query Sync.sqlite Bot 'name BEGINSWITH[c] "ios"' --model Model.xcdatamodeld
+              storesyncctl query Sync.sqlite Integration 'number > 3' --model Model.xcdatamodeld --sort number:desc --limit 5 --json
+            """
+    )
+
+    @Argument(help: "The SQLite store file.")
+    var store: String
+
+    @Argument(help: "The entity to fetch (its sub-entities included).")
+    var entity: String
+
+    @Argument(help: "A predicate in Core Data's format (all objects when omitted).")
+    var predicate: String?
+
+    @Option(help: "The model: a .xcdatamodeld bundle (its current version), a .xcdatamodel folder, or a contents file.")
+    var model: String
+
+    @Option(name: .customLong("sort"), help: "A sort key, KEY or KEY:desc (repeatable; the first is the primary key).")
+    var sortKeys: [String] = []
+
+    @Option(help: "At most this many objects.")
+    var limit: Int?
+
+    @Flag(help: "Print a JSON array of objects instead of a table.")
+    var json = false
+
+    func validate() throws {
+        if let limit, limit <= 0 { throw ValidationError("--limit must be a positive number") }
+    }
+
+    /// What a run prints and how it exits; `run()` only performs it, so
+    /// tests can check it without spawning a process.
+    struct Outcome: Equatable {
+        var standardOutput = ""
+        var standardError = ""
+        var exitCode: Int32 = 0
+    }
+
+    private struct Failure: Error {
+        var message: String
+        var exitCode: ExitCode
+    }
+
+    func run() throws {
+        let outcome = execute()
+        if !outcome.standardOutput.isEmpty { print(outcome.standardOutput, terminator: "") }
+        if !outcome.standardError.isEmpty { FileHandle.standardError.write(Data(outcome.standardError.utf8)) }
+        if outcome.exitCode != 0 { throw ExitCode(outcome.exitCode) }
+    }
+
+    func execute() -> Outcome {
+        do {
+            let text = try perform()
+            return Outcome(standardOutput: text)
+        } catch let failure as Failure {
+            return Outcome(standardError: failure.message + "\n", exitCode: failure.exitCode.rawValue)
+        } catch {
+            return Outcome(standardError: "\(error)\n", exitCode: SysExit.software.rawValue)
+        }
+    }
+
+    private func perform() throws -> String {
+        let model = try loadModel()
+        guard let entityDescription = model.entitiesByName[entity] else {
+            throw Failure(message: "the model has no entity '\(entity)' (it has \(model.entities.map(\.name).sorted().joined(separator: ", ")))",
+                          exitCode: SysExit.dataError)
+        }
+        let request = FetchRequest(entityName: entity)
+        if let predicate, !predicate.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty {
+            let parsed: FetchPredicate
+            do {
+                parsed = try FetchPredicate(format: predicate)
+            } catch let error as PredicateSyntaxError {
+                throw Failure(message: "\(error)\n\(error.caretDiagram)", exitCode: SysExit.dataError)
+            } catch {
+                throw Failure(message: "\(error)", exitCode: SysExit.dataError)
+            }
+            let problems = ModelKeyPathChecker.problems(in: parsed, entity: entityDescription)
+            if !problems.isEmpty { throw Failure(message: problems.joined(separator: "\n"), exitCode: SysExit.dataError) }
+            request.predicate = parsed
+        }
+        request.sortDescriptors = try sortKeys.map { try sortDescriptor($0, entityDescription) }
+        request.fetchLimit = limit ?? 0
+
+        let sqliteStore = try openStore(model)
+        defer { sqliteStore.close() }
+        let snapshots: [StoreSnapshot]
+        do {
+            snapshots = try sqliteStore.finishedSnapshots(request)
+        } catch let error as PredicateEvaluationError {
+            throw Failure(message: "\(error)", exitCode: SysExit.dataError)
+        } catch let error as CoreDataError {
+            throw Failure(message: error.message, exitCode: SysExit.dataError)
+        }
+        let rows = try QueryOutput(entity: entityDescription, store: sqliteStore)
+        return json ? try rows.json(snapshots) : rows.table(snapshots)
+    }
+
+    private func loadModel() throws -> ManagedObjectModel {
+        do {
+            return try ManagedObjectModel(contentsOf: URL(fileURLWithPath: model))
+        } catch let error as CoreDataError {
+            switch error.code {
+            case .fileReadNoSuchFile, .fileNoSuchFile: throw Failure(message: error.message, exitCode: SysExit.noInput)
+            default: throw Failure(message: error.message, exitCode: SysExit.dataError)
+            }
+        }
+    }
+
+    /// `KEY`, `KEY:asc` or `KEY:desc`.
+    private func sortDescriptor(_ text: String, _ entity: EntityDescription) throws -> FetchSortDescriptor {
+        var key = text
+        var ascending = true
+        if let colon = text.lastIndex(of: ":") {
+            key = String(text[..<colon])
+            switch text[text.index(after: colon)...].lowercased() {
+            case "asc": ascending = true
+            case "desc": ascending = false
+            default:
+                throw Failure(message: "sort key '\(text)': the direction after ':' must be asc or desc", exitCode: SysExit.dataError)
+            }
+        }
+        if let problem = ModelKeyPathChecker.sortProblem(key, entity) {
+            throw Failure(message: problem, exitCode: SysExit.dataError)
+        }
+        return FetchSortDescriptor(key: key, ascending: ascending)
+    }
+
+    private func openStore(_ model: ManagedObjectModel) throws -> SQLiteStore {
+        let url = URL(fileURLWithPath: store)
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory), !isDirectory.boolValue else {
+            throw Failure(message: "no store file at \(url.path)", exitCode: SysExit.noInput)
+        }
+        guard FileManager.default.isReadableFile(atPath: url.path) else {
+            throw Failure(message: "cannot read the store file \(url.path)", exitCode: SysExit.noInput)
+        }
+        let sqliteStore = SQLiteStore(model: model, configurationName: nil, url: url,
+                                      options: [PersistentStore.readOnlyOption: true])
+        do {
+            try sqliteStore.load()
+        } catch let error as CoreDataError {
+            switch error.code {
+            case .fileReadNoSuchFile, .fileNoSuchFile: throw Failure(message: error.message, exitCode: SysExit.noInput)
+            case .persistentStoreIncompatibleSchema, .persistentStoreIncompatibleVersionHash:
+                // A .xcdatamodeld names its current version, which is often not the one an older store was made with.
+                throw Failure(message: error.message + "\n(give --model the model version the store was made with, e.g. Model.xcdatamodeld/Model2.xcdatamodel)",
+                              exitCode: SysExit.dataError)
+            default: throw Failure(message: error.message, exitCode: SysExit.dataError)
+            }
+        }
+        return sqliteStore
+    }
+}
