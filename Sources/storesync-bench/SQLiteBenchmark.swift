@@ -3,152 +3,379 @@ import CSQLite
 import Foundation
 import ObjectGraph
 
-/// `storesync-bench sqlite [--json] [--rows N]`: the SQLite store against the
-/// raw SQLite C API doing the same work on the same layout, to show what the
-/// store's layers cost.
+/// `storesync-bench sqlite [--count N] [--json]`: the workloads of issue 5,
+/// each run through ObjectGraph (contexts, the coordinator and the SQLite
+/// store) and through the raw SQLite C API on the same Core Data table
+/// layout, in one process and one run. `--json` prints one object per
+/// workload with `workload`, `objectgraph_ms`, `sqlite_ms`, `ratio` and
+/// `peak_rss_mb` (the process's peak resident memory during the
+/// ObjectGraph side, reset before each workload through
+/// `/proc/self/clear_refs`).
 struct SQLiteBenchmark: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sqlite",
-        abstract: "SQLiteStore vs the raw SQLite C API: insert, fetch, fault, predicate fetch."
+        abstract: "ObjectGraph on SQLite vs the raw SQLite C API: insert, fetch, predicate+sort, update, delete, to-many walk."
     )
+
+    @Option(help: "Objects to insert (the to-many walk always uses 10,000).")
+    var count = 100_000
 
     @Flag(help: "Print one JSON object per workload instead of a table.")
     var json = false
 
-    @Option(help: "Rows to insert and read.")
-    var rows = 20_000
-
-    struct Result {
+    struct Row {
         let workload: String
-        let operations: Int
-        let seconds: Double
-        var perSecond: Double { seconds > 0 ? Double(operations) / seconds : 0 }
+        let objectGraph: Double
+        let raw: Double
+        let peakRSS: Double
     }
 
+    func run() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("storesync-bench-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let model = Self.model()
+        let graph = try GraphSide(model: model, url: directory.appendingPathComponent("Graph.sqlite"))
+        // The raw side writes into a file laid out by the store itself, so both
+        // sides use exactly Core Data's tables.
+        let rawURL = directory.appendingPathComponent("Raw.sqlite")
+        try SQLiteStore(model: model.copy(), configurationName: nil, url: rawURL, options: [:]).load()
+        let raw = try RawSide(path: rawURL.path)
+        defer { raw.close() }
+
+        var rows: [Row] = []
+        func measure(_ name: String, graphWork: () throws -> Void, rawWork: () throws -> Void) rethrows {
+            Memory.resetPeak()
+            let g = try Clock.seconds(graphWork)
+            let peak = Memory.peakMB()
+            let r = try Clock.seconds(rawWork)
+            rows.append(Row(workload: name, objectGraph: g, raw: r, peakRSS: peak))
+        }
+
+        try measure("insert \(count) objects of 4 attributes, save",
+                    graphWork: { try graph.insert(count) }, rawWork: { try raw.insert(count) })
+        var fetchedGraph = 0, fetchedRaw = 0
+        try measure("fetch all \(count) as populated objects",
+                    graphWork: { fetchedGraph = try graph.fetchAll() }, rawWork: { fetchedRaw = try raw.fetchAll() })
+        try Self.expect(fetchedGraph == count && fetchedRaw == count, "fetch all: \(fetchedGraph) / \(fetchedRaw) of \(count)")
+        try measure("fetch score > 50 sorted by name",
+                    graphWork: { fetchedGraph = try graph.fetchFilteredSorted() }, rawWork: { fetchedRaw = try raw.fetchFilteredSorted() })
+        try Self.expect(fetchedGraph == fetchedRaw, "predicate fetch: \(fetchedGraph) vs \(fetchedRaw) rows")
+        try measure("update 10%, save",
+                    graphWork: { try graph.updateTenthPercent() }, rawWork: { try raw.updateTenthPercent(count) })
+        try measure("delete 10%, save",
+                    graphWork: { try graph.deleteTenthPercent() }, rawWork: { try raw.deleteTenthPercent(count) })
+        try graph.prepareGroup(children: 10_000)
+        try raw.prepareGroup(children: 10_000)
+        try measure("walk a to-many of 10,000",
+                    graphWork: { fetchedGraph = try graph.walkGroup() }, rawWork: { fetchedRaw = try raw.walkGroup() })
+        try Self.expect(fetchedGraph == 10_000 && fetchedRaw == 10_000, "to-many walk: \(fetchedGraph) / \(fetchedRaw)")
+        try Self.expect(try graph.remainingItems() == raw.remainingItems(), "the two files hold different row counts at the end")
+
+        for row in rows {
+            let ratio = row.raw > 0 ? row.objectGraph / row.raw : 0
+            if json {
+                let object: [String: Any] = ["workload": row.workload, "objectgraph_ms": row.objectGraph * 1000,
+                                             "sqlite_ms": row.raw * 1000, "ratio": ratio, "peak_rss_mb": row.peakRSS]
+                let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+                print(String(decoding: data, as: UTF8.self))
+            } else {
+                print(row.workload.padding(toLength: 44, withPad: " ", startingAt: 0),
+                      String(format: "%10.1f ms %10.1f ms %6.2fx %8.1f MB", row.objectGraph * 1000, row.raw * 1000, ratio, row.peakRSS))
+            }
+        }
+    }
+
+    static func expect(_ condition: Bool, _ message: String) throws {
+        if !condition { throw ValidationError("benchmark sides disagree: \(message)") }
+    }
+
+    /// Item (4 attributes and a to-one) and Group (a to-many of items).
     static func model() -> ManagedObjectModel {
-        let model = ManagedObjectModel()
+        let group = EntityDescription(name: "Group")
         let item = EntityDescription(name: "Item")
+        let items = RelationshipDescription(name: "items", destination: item, toMany: true)
+        let parent = RelationshipDescription(name: "parent", destination: group)
+        items.inverseRelationship = parent
+        parent.inverseRelationship = items
+        group.properties = [AttributeDescription(name: "title", type: .string), items]
         item.properties = [
             AttributeDescription(name: "name", type: .string),
             AttributeDescription(name: "count", type: .integer64),
             AttributeDescription(name: "score", type: .double),
             AttributeDescription(name: "created", type: .date),
+            parent,
         ]
-        model.entities = [item]
+        let model = ManagedObjectModel()
+        model.entities = [group, item]
         return model
     }
 
-    static func time(_ body: () throws -> Void) rethrows -> Double {
+    static func values(_ i: Int) -> (name: String, count: Int64, score: Double, created: Date) {
+        ("item\(i)", Int64(i), Double(i % 1000) / 10, Date(timeIntervalSinceReferenceDate: Double(i)))
+    }
+}
+
+/// The ObjectGraph side: one coordinator, contexts as an application uses them.
+private final class GraphSide {
+    let coordinator: PersistentStoreCoordinator
+    let context: ManagedObjectContext
+    var fetched: [ManagedObject] = []
+
+    init(model: ManagedObjectModel, url: URL) throws {
+        coordinator = try PersistentStoreCoordinator(managedObjectModel: model)
+        try coordinator.addPersistentStore(ofType: PersistentStoreCoordinator.sqliteStoreType, at: url)
+        context = ManagedObjectContext(coordinator: coordinator)
+    }
+
+    func insert(_ n: Int) throws {
+        try context.performAndWait {
+            for i in 0..<n {
+                let v = SQLiteBenchmark.values(i)
+                let object = try context.insertNewObject(forEntityName: "Item")
+                try object.setValue(v.name, forKey: "name")
+                try object.setValue(v.count, forKey: "count")
+                try object.setValue(v.score, forKey: "score")
+                try object.setValue(v.created, forKey: "created")
+            }
+            try context.save()
+            context.reset()
+        }
+    }
+
+    func fetchAll() throws -> Int {
+        try context.performAndWait {
+            let request = FetchRequest(entityName: "Item")
+            request.returnsObjectsAsFaults = false
+            fetched = try context.fetch(request)
+            return fetched.count
+        }
+    }
+
+    func fetchFilteredSorted() throws -> Int {
+        try context.performAndWait {
+            let request = FetchRequest(entityName: "Item")
+            request.predicate = try FetchPredicate(format: "score > 50")
+            request.sortDescriptors = [FetchSortDescriptor(key: "name")]
+            request.returnsObjectsAsFaults = false
+            return try context.fetch(request).count
+        }
+    }
+
+    func updateTenthPercent() throws {
+        try context.performAndWait {
+            for object in fetched {
+                let count = try object.value(forKey: "count") as? Int64 ?? 0
+                if count % 10 == 0 { try object.setValue(count + 1, forKey: "count") }
+            }
+            try context.save()
+        }
+    }
+
+    func deleteTenthPercent() throws {
+        try context.performAndWait {
+            for object in fetched {
+                if (try object.value(forKey: "count") as? Int64 ?? 0) % 10 == 5 { context.delete(object) }
+            }
+            try context.save()
+            fetched = []
+            context.reset()
+        }
+    }
+
+    func prepareGroup(children: Int) throws {
+        try context.performAndWait {
+            let group = try context.insertNewObject(forEntityName: "Group")
+            try group.setValue("walk", forKey: "title")
+            let members = try group.mutableSetValue(forKey: "items")
+            for i in 0..<children {
+                let v = SQLiteBenchmark.values(i)
+                let object = try context.insertNewObject(forEntityName: "Item")
+                try object.setValue("child\(i)", forKey: "name")
+                try object.setValue(v.count, forKey: "count")
+                try members.insert(object)
+            }
+            try context.save()
+            context.reset()
+        }
+    }
+
+    func walkGroup() throws -> Int {
+        try context.performAndWait {
+            let request = FetchRequest(entityName: "Group")
+            guard let group = try context.fetch(request).first else { return 0 }
+            let items = try group.value(forKey: "items") as? Set<ManagedObject> ?? []
+            var total = 0
+            for item in items {
+                if try item.value(forKey: "name") is String { total += 1 }
+            }
+            return total
+        }
+    }
+
+    func remainingItems() throws -> Int {
+        try context.performAndWait { try context.count(for: FetchRequest(entityName: "Item")) }
+    }
+}
+
+/// The raw side: the SQLite C API with prepared statements, one transaction
+/// per write workload, as a careful hand-written program would do it.
+private final class RawSide {
+    let db: OpaquePointer
+    let itemEntity: Int64
+    let groupEntity: Int64
+    var groupKey: Int64 = 0
+
+    init(path: String) throws {
+        var handle: OpaquePointer?
+        guard sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE, nil) == SQLITE_OK, let handle else {
+            throw ValidationError("raw side cannot open \(path)")
+        }
+        db = handle
+        sqlite3_exec(db, "PRAGMA journal_mode=WAL", nil, nil, nil)
+        func entity(_ name: String) throws -> Int64 {
+            var found: Int64 = 0
+            try RawSide.query(handle, "SELECT Z_ENT FROM Z_PRIMARYKEY WHERE Z_NAME = '\(name)'") { found = sqlite3_column_int64($0, 0) }
+            return found
+        }
+        itemEntity = try entity("Item")
+        groupEntity = try entity("Group")
+    }
+
+    func close() { sqlite3_close_v2(db) }
+
+    static func query(_ db: OpaquePointer, _ sql: String, row: (OpaquePointer) -> Void) throws {
+        var stmt: OpaquePointer?
+        guard sqlite3_prepare_v2(db, sql, -1, &stmt, nil) == SQLITE_OK, let stmt else {
+            throw ValidationError("raw side: \(String(cString: sqlite3_errmsg(db))) in \(sql)")
+        }
+        defer { sqlite3_finalize(stmt) }
+        while sqlite3_step(stmt) == SQLITE_ROW { row(stmt) }
+    }
+
+    func inTransaction(_ sql: String, _ bind: (OpaquePointer) -> Bool) throws {
+        sqlite3_exec(db, "BEGIN IMMEDIATE", nil, nil, nil)
+        var stmt: OpaquePointer?
+        guard sqlite3_prepare_v2(db, sql, -1, &stmt, nil) == SQLITE_OK, let stmt else {
+            throw ValidationError("raw side: \(String(cString: sqlite3_errmsg(db)))")
+        }
+        while bind(stmt) {
+            guard sqlite3_step(stmt) == SQLITE_DONE else { throw ValidationError("raw side: \(String(cString: sqlite3_errmsg(db)))") }
+            sqlite3_reset(stmt)
+        }
+        sqlite3_finalize(stmt)
+        sqlite3_exec(db, "COMMIT", nil, nil, nil)
+    }
+
+    func insert(_ n: Int) throws {
+        var i = 0
+        try inTransaction("INSERT INTO ZITEM (Z_PK, Z_ENT, Z_OPT, ZCOUNT, ZSCORE, ZCREATED, ZNAME) VALUES (?, \(itemEntity), 1, ?, ?, ?, ?)") { stmt in
+            guard i < n else { return false }
+            let v = SQLiteBenchmark.values(i)
+            sqlite3_bind_int64(stmt, 1, Int64(i + 1))
+            sqlite3_bind_int64(stmt, 2, v.count)
+            sqlite3_bind_double(stmt, 3, v.score)
+            sqlite3_bind_double(stmt, 4, v.created.timeIntervalSinceReferenceDate)
+            sqlite3_bind_text(stmt, 5, v.name, -1, unsafeBitCast(-1, to: sqlite3_destructor_type.self))
+            i += 1
+            return true
+        }
+        sqlite3_exec(db, "UPDATE Z_PRIMARYKEY SET Z_MAX = \(n) WHERE Z_ENT = \(itemEntity)", nil, nil, nil)
+    }
+
+    struct Item {
+        let key: Int64, count: Int64, score: Double, created: Double, name: String
+    }
+
+    func read(_ sql: String) throws -> [Item] {
+        var items: [Item] = []
+        try RawSide.query(db, sql) { stmt in
+            items.append(Item(key: sqlite3_column_int64(stmt, 0), count: sqlite3_column_int64(stmt, 1),
+                              score: sqlite3_column_double(stmt, 2), created: sqlite3_column_double(stmt, 3),
+                              name: String(cString: sqlite3_column_text(stmt, 4))))
+        }
+        return items
+    }
+
+    func fetchAll() throws -> Int {
+        try read("SELECT Z_PK, ZCOUNT, ZSCORE, ZCREATED, ZNAME FROM ZITEM").count
+    }
+
+    func fetchFilteredSorted() throws -> Int {
+        try read("SELECT Z_PK, ZCOUNT, ZSCORE, ZCREATED, ZNAME FROM ZITEM WHERE ZSCORE > 50 ORDER BY ZNAME").count
+    }
+
+    func updateTenthPercent(_ n: Int) throws {
+        var i = 0
+        try inTransaction("UPDATE ZITEM SET ZCOUNT = ZCOUNT + 1, Z_OPT = Z_OPT + 1 WHERE Z_PK = ?") { stmt in
+            while i < n && i % 10 != 0 { i += 1 }
+            guard i < n else { return false }
+            sqlite3_bind_int64(stmt, 1, Int64(i + 1))
+            i += 1
+            return true
+        }
+    }
+
+    func deleteTenthPercent(_ n: Int) throws {
+        var i = 0
+        try inTransaction("DELETE FROM ZITEM WHERE Z_PK = ?") { stmt in
+            while i < n && i % 10 != 5 { i += 1 }
+            guard i < n else { return false }
+            sqlite3_bind_int64(stmt, 1, Int64(i + 1))
+            i += 1
+            return true
+        }
+    }
+
+    func prepareGroup(children: Int) throws {
+        var maxItem: Int64 = 0
+        try RawSide.query(db, "SELECT Z_MAX FROM Z_PRIMARYKEY WHERE Z_ENT = \(itemEntity)") { maxItem = sqlite3_column_int64($0, 0) }
+        groupKey = 1
+        sqlite3_exec(db, "INSERT INTO ZGROUP (Z_PK, Z_ENT, Z_OPT, ZTITLE) VALUES (1, \(groupEntity), 1, 'walk')", nil, nil, nil)
+        var i = 0
+        try inTransaction("INSERT INTO ZITEM (Z_PK, Z_ENT, Z_OPT, ZCOUNT, ZPARENT, ZNAME) VALUES (?, \(itemEntity), 1, ?, 1, ?)") { stmt in
+            guard i < children else { return false }
+            sqlite3_bind_int64(stmt, 1, maxItem + Int64(i + 1))
+            sqlite3_bind_int64(stmt, 2, Int64(i))
+            sqlite3_bind_text(stmt, 3, "child\(i)", -1, unsafeBitCast(-1, to: sqlite3_destructor_type.self))
+            i += 1
+            return true
+        }
+    }
+
+    func walkGroup() throws -> Int {
+        var names: [String] = []
+        try RawSide.query(db, "SELECT Z_PK, ZNAME FROM ZITEM WHERE ZPARENT = \(groupKey)") { names.append(String(cString: sqlite3_column_text($0, 1))) }
+        return names.count
+    }
+
+    func remainingItems() throws -> Int {
+        var n = 0
+        try RawSide.query(db, "SELECT COUNT(*) FROM ZITEM") { n = Int(sqlite3_column_int64($0, 0)) }
+        return n
+    }
+}
+
+private enum Clock {
+    static func seconds(_ body: () throws -> Void) rethrows -> Double {
         let start = DispatchTime.now().uptimeNanoseconds
         try body()
         return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
     }
+}
 
-    func run() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("storesync-bench-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let model = Self.model()
-        let item = model.entitiesByName["Item"]!
-        var results: [Result] = []
+/// Peak resident memory from Linux's /proc (VmHWM), resettable per workload.
+enum Memory {
+    static func resetPeak() {
+        try? "5".write(toFile: "/proc/self/clear_refs", atomically: false, encoding: .utf8)
+    }
 
-        // Store: insert through save(_:).
-        let storeURL = dir.appendingPathComponent("Store.sqlite")
-        let store = SQLiteStore(model: model, configurationName: nil, url: storeURL, options: [:])
-        try store.load()
-        var ids: [ManagedObjectID] = []
-        let storeInsert = try Self.time {
-            ids = try store.newObjectIDs(for: item, count: rows)
-            var request = StoreSaveRequest()
-            request.inserted = ids.enumerated().map { i, id in
-                StoreSnapshot(objectID: id, version: 1, values: [
-                    "name": "item\(i)", "count": Int64(i), "score": Double(i % 1000) / 10,
-                    "created": Date(timeIntervalSinceReferenceDate: Double(i)),
-                ])
-            }
-            try store.save(request)
+    static func peakMB() -> Double {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
+        for line in status.split(separator: "\n") where line.hasPrefix("VmHWM:") {
+            let kb = line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first.flatMap { Double($0) } ?? 0
+            return kb / 1024
         }
-        results.append(Result(workload: "store insert", operations: rows, seconds: storeInsert))
-
-        // Raw C API: same table layout, same values, one transaction.
-        let rawURL = dir.appendingPathComponent("Raw.sqlite")
-        var db: OpaquePointer?
-        guard sqlite3_open(rawURL.path, &db) == SQLITE_OK else { throw ValidationError("cannot open \(rawURL.path)") }
-        defer { sqlite3_close(db) }
-        sqlite3_exec(db, "PRAGMA journal_mode=WAL", nil, nil, nil)
-        sqlite3_exec(db, "CREATE TABLE ZITEM ( Z_PK INTEGER PRIMARY KEY, Z_ENT INTEGER, Z_OPT INTEGER, ZCOUNT INTEGER, ZSCORE FLOAT, ZCREATED TIMESTAMP, ZNAME VARCHAR )", nil, nil, nil)
-        let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
-        let rawInsert = Self.time {
-            sqlite3_exec(db, "BEGIN IMMEDIATE", nil, nil, nil)
-            var stmt: OpaquePointer?
-            sqlite3_prepare_v2(db, "INSERT INTO ZITEM (Z_PK, Z_ENT, Z_OPT, ZCOUNT, ZSCORE, ZCREATED, ZNAME) VALUES (?, 1, 1, ?, ?, ?, ?)", -1, &stmt, nil)
-            for i in 0..<rows {
-                sqlite3_reset(stmt)
-                sqlite3_bind_int64(stmt, 1, Int64(i + 1))
-                sqlite3_bind_int64(stmt, 2, Int64(i))
-                sqlite3_bind_double(stmt, 3, Double(i % 1000) / 10)
-                sqlite3_bind_double(stmt, 4, Double(i))
-                sqlite3_bind_text(stmt, 5, "item\(i)", -1, transient)
-                sqlite3_step(stmt)
-            }
-            sqlite3_finalize(stmt)
-            sqlite3_exec(db, "COMMIT", nil, nil, nil)
-        }
-        results.append(Result(workload: "raw C API insert", operations: rows, seconds: rawInsert))
-
-        // Fetch every row.
-        var fetched = 0
-        let storeFetch = try Self.time { fetched = try store.fetchSnapshots(FetchRequest(entityName: "Item")).snapshots.count }
-        guard fetched == rows else { throw ValidationError("store fetched \(fetched) rows, expected \(rows)") }
-        results.append(Result(workload: "store fetch all", operations: rows, seconds: storeFetch))
-        var rawRows: [(Int64, Int64, Double, Double, String)] = []
-        let rawFetch = Self.time {
-            var stmt: OpaquePointer?
-            sqlite3_prepare_v2(db, "SELECT Z_PK, ZCOUNT, ZSCORE, ZCREATED, ZNAME FROM ZITEM WHERE Z_ENT = 1 ORDER BY Z_PK", -1, &stmt, nil)
-            rawRows.reserveCapacity(rows)
-            while sqlite3_step(stmt) == SQLITE_ROW {
-                rawRows.append((sqlite3_column_int64(stmt, 0), sqlite3_column_int64(stmt, 1), sqlite3_column_double(stmt, 2),
-                                sqlite3_column_double(stmt, 3), String(cString: sqlite3_column_text(stmt, 4))))
-            }
-            sqlite3_finalize(stmt)
-        }
-        guard rawRows.count == rows else { throw ValidationError("raw fetched \(rawRows.count) rows") }
-        results.append(Result(workload: "raw C API fetch all", operations: rows, seconds: rawFetch))
-
-        // Fault 1,000 objects by ID, in batches of 100.
-        let sample = stride(from: 0, to: ids.count, by: max(1, ids.count / 1000)).map { ids[$0] }
-        let storeFault = try Self.time {
-            for start in stride(from: 0, to: sample.count, by: 100) {
-                _ = try store.snapshots(for: Array(sample[start..<min(start + 100, sample.count)]))
-            }
-        }
-        results.append(Result(workload: "store fault by ID (batches of 100)", operations: sample.count, seconds: storeFault))
-
-        // Predicate fetch: compiled to SQL by the store, vs evaluated in memory over every row.
-        let request = FetchRequest(entityName: "Item")
-        let predicate = try FetchPredicate(format: "score > 50 AND name BEGINSWITH 'item1'")
-        request.predicateFormat = predicate.predicateFormat
-        var compiledCount = 0
-        let compiled = try Self.time {
-            let result = try store.fetchSnapshots(request)
-            guard result.isExact else { throw ValidationError("predicate was not compiled") }
-            compiledCount = result.snapshots.count
-        }
-        results.append(Result(workload: "store predicate fetch (compiled SQL)", operations: rows, seconds: compiled))
-        var memoryCount = 0
-        let inMemory = try Self.time {
-            memoryCount = try store.fetchSnapshots(FetchRequest(entityName: "Item")).snapshots.filter { try predicate.evaluate(with: $0.values) }.count
-        }
-        guard compiledCount == memoryCount else { throw ValidationError("compiled \(compiledCount) ≠ in-memory \(memoryCount)") }
-        results.append(Result(workload: "fetch all + in-memory predicate", operations: rows, seconds: inMemory))
-        store.close()
-
-        for r in results {
-            if json {
-                print("{\"workload\": \"\(r.workload)\", \"operations\": \(r.operations), \"seconds\": \(r.seconds), \"perSecond\": \(Int(r.perSecond))}")
-            } else {
-                print(r.workload.padding(toLength: 40, withPad: " ", startingAt: 0), String(format: "%10.4f s %12.0f /s", r.seconds, r.perSecond))
-            }
-        }
+        return 0
     }
 }

@@ -10,6 +10,7 @@ struct StoreSyncBench: ParsableCommand {
         subcommands: [
             PredicateBenchmark.self,
             SQLiteBenchmark.self,
+            SQLiteStoreBenchmark.self,
         ]
     )
 }
