@@ -154,6 +154,88 @@ import Testing
         }
     }
 
+    // MARK: - To-one relationship (MOC-MP-09 "also for relationships")
+
+    /// Sales, Ops and Marketing, with Ada in Sales.
+    static func seededStaffStore() throws -> URL {
+        let url = try TestPaths.temporaryDirectory().appendingPathComponent("staff.sqlite")
+        let (_, context) = try Company.stack(type: PersistentStoreCoordinator.sqliteStoreType, url: url)
+        try context.performAndWait {
+            let sales = try Company.department(context, "Sales")
+            for name in ["Ops", "Marketing"] { _ = try Company.department(context, name) }
+            _ = try Company.employee(context, "Ada", "Lovelace", in: sales)
+            try context.save()
+        }
+        return url
+    }
+
+    /// Moves Ada to the department named `target` and saves, with its own coordinator.
+    static func moveAda(path: String, to target: String) throws {
+        let (_, context) = try Company.stack(type: PersistentStoreCoordinator.sqliteStoreType, url: URL(fileURLWithPath: path))
+        try context.performAndWait {
+            let ada = try context.fetch(FetchRequest(entityName: "Employee"), as: EmployeeMO.self)
+            let department = try context.fetch(Company.request("Department", where: "name == %@", target), as: DepartmentMO.self)
+            guard ada.count == 1, department.count == 1 else { throw Failure(description: "seed missing in \(path)") }
+            ada[0].department = department[0]
+            try context.save()
+        }
+    }
+
+    @Test(arguments: policies, [false, true])
+    func toOneRelationshipChangedByBothWriters(_ policy: MergePolicy, _ inOtherProcess: Bool) async throws {
+        // MOC-MP-09 (relationships), MOC-MP-03…07: the other writer moves Ada to Ops, this one to Marketing
+        let url = try Self.seededStaffStore()
+        let (_, context) = try Company.stack(type: PersistentStoreCoordinator.sqliteStoreType, url: url)
+        let (ada, departments) = try context.performAndWait {
+            let ada = try #require(try context.fetch(FetchRequest(entityName: "Employee"), as: EmployeeMO.self).first)
+            #expect(ada.department?.name == "Sales")
+            var byName: [String: DepartmentMO] = [:]
+            for d in try context.fetch(FetchRequest(entityName: "Department"), as: DepartmentMO.self) { byName[d.name!] = d; _ = d.employees.count }
+            return (ada, byName)
+        }
+        if inOtherProcess {
+            let path = url.path
+            await #expect(processExitsWith: .success) { [path = path as String] in
+                try SQLiteConflictMatrixTests.moveAda(path: path, to: "Ops")
+            }
+        } else {
+            try Self.moveAda(path: url.path, to: "Ops")
+        }
+        let result: Result<Void, Error> = context.performAndWait {
+            context.mergePolicy = policy
+            ada.department = departments["Marketing"]
+            return Result { try context.save() }
+        }
+        let expected: String
+        switch policy {
+        case .error, .mergeByPropertyStoreTrump, .rollback: expected = "Ops"
+        case .mergeByPropertyObjectTrump, .overwrite: expected = "Marketing"
+        }
+        let (_, check) = try Company.stack(type: PersistentStoreCoordinator.sqliteStoreType, url: url)
+        try check.performAndWait {
+            let reread = try #require(try check.fetch(FetchRequest(entityName: "Employee"), as: EmployeeMO.self).first)
+            #expect(reread.department?.name == expected, "\(policy)")
+        }
+        let raw = try RawSQLite.query(url.path, "SELECT d.ZNAME FROM ZEMPLOYEE e JOIN ZDEPARTMENT d ON d.Z_PK = e.ZDEPARTMENT")
+        #expect(raw == [[RawSQLite.Value.text(expected)]], "\(policy)")
+        if policy == .error {
+            let error = try #require(result.failureError as? CoreDataError)
+            #expect(error.code == .managedObjectContextMerge)
+            let record = try #require((error.userInfo[MergeConflict.conflictListKey] as? [MergeConflict])?.first)
+            #expect(record.object === ada && record.snapshot == nil)
+            #expect((record.cachedRow?["department"] as? ManagedObjectID) == departments["Sales"]!.objectID)
+            #expect((record.databaseRow?["department"] as? ManagedObjectID) == departments["Ops"]!.objectID)
+        } else {
+            #expect(result.failureError == nil, "\(policy): \(String(describing: result.failureError))")
+            context.performAndWait {
+                // The inverse to-manys follow the merged to-one in memory.
+                #expect(ada.department === departments[expected])
+                #expect(departments[expected]!.employees.contains(ada))
+                for (name, d) in departments where name != expected { #expect(!d.employees.contains(ada), "\(policy): \(name)") }
+            }
+        }
+    }
+
     /// How this process notices another process's commit: a fetch always
     /// reads the store (and refreshes the coordinator's row cache); objects
     /// not yet realized in the context come back with the new values; a
