@@ -53,12 +53,13 @@ extension ManagedObjectContext {
         func fits(_ e: EntityDescription) -> Bool { request.includesSubentities ? e.isKindOf(entity: entity) : e === entity }
 
         var entries: [FetchedResults.Entry] = []
-        // What sort descriptors read: the live object, or only the sort keys
-        // of a row (NSNull for nil, as a dictionary must hold every key read).
+        // What sort descriptors read: the live object, or only the sort-key
+        // values of a row, in `sortKeys` order (an array, not a dictionary:
+        // one per match is held until the sort is done).
         var sortSubjects: [SortSubject] = []
         var seen = Set<ManagedObjectID>()
-        func add(_ entry: FetchedResults.Entry, _ subject: @autoclosure () -> Any) {
-            if !sortKeys.isEmpty { sortSubjects.append(SortSubject(index: entries.count, base: subject())) }
+        func add(_ entry: FetchedResults.Entry, _ subject: @autoclosure () -> SortSubject.Base) {
+            if !sortKeys.isEmpty { sortSubjects.append(SortSubject(index: entries.count, base: subject(), keys: sortKeys)) }
             entries.append(entry)
         }
         try persistentStoreCoordinator.forEachSnapshotPage(for: entity, request: request, pageSize: Swift.max(request.fetchBatchSize, 5_000)) { page in
@@ -67,21 +68,17 @@ extension ManagedObjectContext {
                 if let registered, request.includesPendingChanges, deletedSet.contains(registered) { continue }
                 if let registered, !registered.isFault {
                     guard try matches(request, registered) else { continue }
-                    add(.id(snapshot.objectID), registered)
+                    add(.id(snapshot.objectID), .object(registered))
                 } else {
                     if let rowFilter { guard try rowFilter.matches(snapshot.values) else { continue } }
-                    add(.id(snapshot.objectID), {
-                        var row: [String: Any] = [:]
-                        for key in sortKeys { row[key] = snapshot.values[key] ?? NSNull() }
-                        return row
-                    }())
+                    add(.id(snapshot.objectID), .row(sortKeys.map { snapshot.values[$0] }))
                 }
             }
         }
         if request.includesPendingChanges {
             for object in insertedSet where fits(object.entity) {
                 guard try matches(request, object) else { continue }
-                add(.object(object), object)
+                add(.object(object), .object(object))
             }
         }
         if !sortKeys.isEmpty {
@@ -123,14 +120,20 @@ extension ManagedObjectContext {
 
 /// One element as sort descriptors see it, remembering its position.
 private struct SortSubject: KeyValueCoding {
+    enum Base {
+        case object(ManagedObject)
+        /// A row's sort-key values in `keys` order.
+        case row([Any?])
+    }
+
     let index: Int
-    let base: Any
+    let base: Base
+    let keys: [String]
 
     func value(forKey key: String) throws -> Any? {
-        if let row = base as? [String: Any] {
-            let value = row[key]
-            return value is NSNull ? nil : value
+        switch base {
+        case .object(let object): return try object.value(forKey: key)
+        case .row(let values): return keys.firstIndex(of: key).flatMap { values[$0] }
         }
-        return try (base as! KeyValueCoding).value(forKey: key)
     }
 }
