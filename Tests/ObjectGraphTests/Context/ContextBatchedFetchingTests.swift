@@ -13,7 +13,10 @@ import Testing
     /// `count` departments D0000… with budget i, saved through the store
     /// itself (one transaction, no objects, nothing left in any cache).
     static func populate(_ url: URL, count: Int) throws {
-        let (coordinator, _) = try sqliteStack(url)
+        try populate(try sqliteStack(url).0, count: count)
+    }
+
+    static func populate(_ coordinator: PersistentStoreCoordinator, count: Int) throws {
         let store = coordinator.persistentStores[0]
         let entity = coordinator.managedObjectModel.entitiesByName["Department"]!
         var request = StoreSaveRequest()
@@ -25,11 +28,13 @@ import Testing
 
     static func name(_ i: Int) -> String { "D" + String(repeating: "0", count: max(0, 6 - String(i).count)) + String(i) }
 
-    @Test func batchedResultsEqualAPlainFetchWithPendingChangesOverlaid() throws {
-        // FR-* fetchBatchSize, MOC-FE-04…07 (pending insert, delete and edit overlaid)
+    @Test(arguments: [PersistentStoreCoordinator.sqliteStoreType, PersistentStoreCoordinator.inMemoryStoreType])
+    func batchedResultsEqualAPlainFetchWithPendingChangesOverlaid(_ storeType: String) throws {
+        // FR-* fetchBatchSize, MOC-FE-04…07 (pending insert, delete and edit
+        // overlaid); SQLite answers pages exactly, the in-memory store a superset
         let url = try TestPaths.temporaryDirectory().appendingPathComponent("batched.sqlite")
-        try Self.populate(url, count: 60)
-        let (_, context) = try Self.sqliteStack(url)
+        let (coordinator, context) = try Company.stack(type: storeType, url: storeType == PersistentStoreCoordinator.sqliteStoreType ? url : nil)
+        try Self.populate(coordinator, count: 60)
         try context.performAndWait {
             let all = try context.fetch(Company.request("Department", sortedBy: "name"), as: DepartmentMO.self)
             all[5].name = "Z-updated"          // moves to the end of the sort
