@@ -237,6 +237,35 @@ public final class PersistentStoreCoordinator: NSLocking {
 
     // MARK: - Row access for contexts
 
+    /// The stores' rows for a batched fetch, handed to `body` a page at a
+    /// time: a store that answers a page exactly (it applied limit and offset
+    /// in a deterministic order) is asked for the next one, any other store
+    /// answers everything in one page. Rows refresh entries the cache already
+    /// has but add none, so neither every row nor every snapshot of a large
+    /// result is held at once.
+    func forEachSnapshotPage(for entity: EntityDescription, request: FetchRequest, pageSize: Int, _ body: ([StoreSnapshot]) throws -> Void) throws {
+        try locked {
+            for store in persistentStores where store.entities.contains(where: { request.includesSubentities ? $0.isKindOf(entity: entity) : $0 === entity }) {
+                var offset = 0
+                while true {
+                    let storeRequest = request.copy()
+                    storeRequest.entity = entity
+                    storeRequest.fetchLimit = pageSize
+                    storeRequest.fetchOffset = offset
+                    let result = try store.fetchSnapshots(storeRequest)
+                    let time = now()
+                    for snapshot in result.snapshots {
+                        if snapshot.objectID.persistentStore !== store { snapshot.objectID.persistentStore = store }
+                        if rowCache[snapshot.objectID] != nil { rowCache[snapshot.objectID] = (snapshot, time) }
+                    }
+                    try body(result.snapshots)
+                    guard result.isExact, result.snapshots.count == pageSize else { break }
+                    offset += pageSize
+                }
+            }
+        }
+    }
+
     func fetchSnapshots(for entity: EntityDescription, request: FetchRequest) throws -> [StoreSnapshot] {
         try locked {
             let storeRequest = request.copy()
@@ -290,6 +319,17 @@ public final class PersistentStoreCoordinator: NSLocking {
                 for (id, snapshot) in try store.snapshots(for: members) { out[id] = snapshot }
             }
             return out
+        }
+    }
+
+    /// What the stores hold now for one batch of a batched fetch; like a
+    /// fetch it refreshes cache entries that exist, and adds none.
+    func batchSnapshots(for ids: [ManagedObjectID]) throws -> [ManagedObjectID: StoreSnapshot] {
+        try locked {
+            let found = try currentSnapshots(for: ids)
+            let time = now()
+            for (id, snapshot) in found where rowCache[id] != nil { rowCache[id] = (snapshot, time) }
+            return found
         }
     }
 
