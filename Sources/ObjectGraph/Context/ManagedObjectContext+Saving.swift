@@ -56,21 +56,30 @@ extension ManagedObjectContext {
 
         // Step 9: one request per store.
         var requests: [ObjectIdentifier: (PersistentStore, StoreSaveRequest)] = [:]
-        func request(for store: PersistentStore) -> StoreSaveRequest {
-            requests[ObjectIdentifier(store)]?.1 ?? { var r = StoreSaveRequest(); r.contextName = name; r.transactionAuthor = transactionAuthor; return r }()
+        // Requests are edited in place: copying one out and back per object
+        // made a save of n objects copy its arrays n times (quadratic).
+        func edit(_ store: PersistentStore, _ body: (inout StoreSaveRequest) throws -> Void) rethrows {
+            let key = ObjectIdentifier(store)
+            if requests[key] == nil {
+                var r = StoreSaveRequest()
+                r.contextName = name
+                r.transactionAuthor = transactionAuthor
+                requests[key] = (store, r)
+            }
+            try body(&requests[key]!.1)
         }
-        func put(_ store: PersistentStore, _ r: StoreSaveRequest) { requests[ObjectIdentifier(store)] = (store, r) }
         var changeSet = ContextChangeSet()
         changeSet.contextName = name
         changeSet.transactionAuthor = transactionAuthor
 
         for object in inserted {
             let store = try self.store(for: object)
-            var r = request(for: store)
             let values = storedValues(of: object, finalID)
-            r.inserted.append(StoreSnapshot(objectID: finalID(object), version: 1, values: values))
-            r.toManyChanges += toManyChanges(of: object, finalID, onlyChanged: false)
-            put(store, r)
+            let toMany = toManyChanges(of: object, finalID, onlyChanged: false)
+            edit(store) { r in
+                r.inserted.append(StoreSnapshot(objectID: finalID(object), version: 1, values: values))
+                r.toManyChanges += toMany
+            }
             changeSet.inserted.append(ObjectChange(objectID: finalID(object), entityName: object.entity.name,
                                                    changes: values.mapValues { PropertyChange(oldValue: nil, newValue: $0) }))
         }
@@ -80,11 +89,12 @@ extension ManagedObjectContext {
             let changes = propertyChanges(of: object, finalID)
             let toMany = toManyChanges(of: object, finalID, onlyChanged: true)
             if changes.isEmpty && toMany.isEmpty && !lockedSet.contains(object) { continue }
-            var r = request(for: store)
-            r.updated.append((StoreSnapshot(objectID: object.objectID, version: object.storeVersion + 1, values: storedValues(of: object, finalID)), object.storeVersion))
-            r.toManyChanges += toMany
-            if !changes.isEmpty { r.changedValues[object.objectID] = changes }
-            put(store, r)
+            let snapshot = StoreSnapshot(objectID: object.objectID, version: object.storeVersion + 1, values: storedValues(of: object, finalID))
+            edit(store) { r in
+                r.updated.append((snapshot, object.storeVersion))
+                r.toManyChanges += toMany
+                if !changes.isEmpty { r.changedValues[object.objectID] = changes }
+            }
             writtenUpdates.append(object)
             if !changes.isEmpty || !toMany.isEmpty {
                 var all = changes
@@ -97,9 +107,7 @@ extension ManagedObjectContext {
         }
         for object in deletedSet {
             guard let store = object.objectID.persistentStore ?? persistentStoreCoordinator.store(withIdentifier: object.objectID.storeIdentifier) else { continue }
-            var r = request(for: store)
-            r.deleted.append((object.objectID, object.storeVersion))
-            put(store, r)
+            edit(store) { $0.deleted.append((object.objectID, object.storeVersion)) }
             let old = object.isFault ? [:] : storedValues(of: object, finalID, committed: true)
             changeSet.deleted.append(ObjectChange(objectID: object.objectID, entityName: object.entity.name,
                                                   changes: old.mapValues { PropertyChange(oldValue: $0, newValue: nil) }))

@@ -71,7 +71,7 @@ extension ManagedObject {
                 try replaceToMany(rel, with: members)
             } else {
                 let destination: ManagedObject?
-                if value == nil || value is NSNull { destination = nil }
+                if nilIfNSNull(value) == nil { destination = nil }
                 else if let object = value as? ManagedObject { destination = object }
                 else { throw wrongType(key, value, expected: rel.destinationEntity?.name ?? "a managed object") }
                 if let destination { try checkDestination(destination, rel) }
@@ -117,7 +117,7 @@ extension ManagedObject {
 
     /// Sets each entry through `setValue(_:forKey:)`; `NSNull` means nil (KVC-08).
     public final func setValuesForKeys(_ values: [String: Any]) throws {
-        for (key, value) in values { try setValue(value is NSNull ? nil : value, forKey: key) }
+        for (key, value) in values { try setValue(nilIfNSNull(value), forKey: key) }
     }
 
     /// A live, mutable view of an unordered to-many relationship: changes go
@@ -172,7 +172,7 @@ extension ManagedObject {
                 unloadedToMany.remove(key)
                 storage[key] = ManagedObject.unique(members)
             } else {
-                if let value, !(value is NSNull), !(value is ManagedObject) { throw wrongType(key, value, expected: "a managed object") }
+                if let value, !isNSNull(value), !(value is ManagedObject) { throw wrongType(key, value, expected: "a managed object") }
                 storage[key] = value as? ManagedObject
             }
         }
@@ -299,8 +299,9 @@ extension ManagedObject {
     }
 
     static func objects(in value: Any?) -> [ManagedObject]? {
+        if nilIfNSNull(value) == nil { return [] }
         switch value {
-        case nil, is NSNull: return []
+        case nil: return []
         case let array as [ManagedObject]: return array
         case let set as Set<ManagedObject>: return Array(set)
         case let sequence as [Any]: return sequence.compactMap { $0 as? ManagedObject }.count == sequence.count ? sequence.map { $0 as! ManagedObject } : nil
@@ -332,7 +333,7 @@ extension ManagedObject {
     /// Converts a value to the Swift type of an attribute when that is exact
     /// (VAL-02, KVC-06), else throws naming entity and key.
     static func coerce(_ value: Any?, for attribute: AttributeDescription, entityName: String) throws -> Any? {
-        guard let value, !(value is NSNull) else { return nil }
+        guard let value, !isNSNull(value) else { return nil }
         let type = attribute.attributeType
         if ModelValue.isValid(value, for: type) { return value }
         var converted: Any?

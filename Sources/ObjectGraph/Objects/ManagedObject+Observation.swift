@@ -36,7 +36,7 @@ extension ManagedObject {
     /// Completes a change: notifies observers (and observers of dependent
     /// keys) and tells the context, which records it for saving and undo.
     public final func didChangeValue(forKey key: String) {
-        let old = pendingOldValues.removeValue(forKey: key).flatMap { $0 is NSNull ? nil : $0 }
+        let old = nilIfNSNull(pendingOldValues.removeValue(forKey: key))
         finishChange(key, kind: .setting, old: old, objects: [])
     }
 
@@ -45,7 +45,7 @@ extension ManagedObject {
     }
 
     public final func didChangeValue(forKey key: String, withSetMutation kind: SetMutationKind, using objects: [ManagedObject]) {
-        let old = pendingOldValues.removeValue(forKey: key).flatMap { $0 is NSNull ? nil : $0 }
+        let old = nilIfNSNull(pendingOldValues.removeValue(forKey: key))
         finishChange(key, kind: kind == .minus ? .removal : .insertion, old: old, objects: objects)
     }
 

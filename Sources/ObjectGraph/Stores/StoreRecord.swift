@@ -59,7 +59,7 @@ public final class StoreRecord: KeyValueCoding, CustomStringConvertible {
             return reader.record(for: target, snapshot: nil)
         }
         let value = snapshot?.values[key]
-        return value is NSNull ? nil : value
+        return nilIfNSNull(value)
     }
 
     /// One record per object, so a row reached along several paths is read once.

@@ -60,7 +60,7 @@ enum Scalar {
 
     @inline(__always)
     static func isNull(_ value: Any) -> Bool {
-        isObject(value) && value is NSNull
+        isNSNull(value)
     }
 
     private static func classifySlow(_ value: Any) -> Scalar {
