@@ -306,23 +306,21 @@ private final class RawSide {
     }
 
     func updateTenthPercent(_ n: Int) throws {
-        var i = 0
-        try inTransaction("UPDATE ZITEM SET ZCOUNT = ZCOUNT + 1, Z_OPT = Z_OPT + 1 WHERE Z_PK = ?") { stmt in
-            while i < n && i % 10 != 0 { i += 1 }
-            guard i < n else { return false }
-            sqlite3_bind_int64(stmt, 1, Int64(i + 1))
-            i += 1
-            return true
-        }
+        try forEveryTenthRow(n, from: 0, "UPDATE ZITEM SET ZCOUNT = ZCOUNT + 1, Z_OPT = Z_OPT + 1 WHERE Z_PK = ?")
     }
 
     func deleteTenthPercent(_ n: Int) throws {
-        var i = 0
-        try inTransaction("DELETE FROM ZITEM WHERE Z_PK = ?") { stmt in
-            while i < n && i % 10 != 5 { i += 1 }
+        try forEveryTenthRow(n, from: 5, "DELETE FROM ZITEM WHERE Z_PK = ?")
+    }
+
+    /// Runs `sql` for rows whose index is `offset` modulo 10 (the same rows
+    /// the ObjectGraph side picks by `count % 10`), in one transaction.
+    private func forEveryTenthRow(_ n: Int, from offset: Int, _ sql: String) throws {
+        var i = offset
+        try inTransaction(sql) { stmt in
             guard i < n else { return false }
             sqlite3_bind_int64(stmt, 1, Int64(i + 1))
-            i += 1
+            i += 10
             return true
         }
     }

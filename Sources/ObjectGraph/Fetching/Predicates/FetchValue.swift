@@ -28,22 +28,7 @@ public enum FetchValue: Equatable, CustomStringConvertible, @unchecked Sendable 
     case other(AnyHashable)
 
     /// The value as a plain Swift value, as evaluation hands it out.
-    public var anyValue: Any? {
-        switch self {
-        case .null: return nil
-        case let .bool(v): return v
-        case let .int(v): return Int(exactly: v) ?? v
-        case let .double(v): return v
-        case let .decimal(v): return v
-        case let .string(v): return v
-        case let .date(v): return v
-        case let .uuid(v): return v
-        case let .data(v): return v
-        case let .url(v): return v
-        case let .object(v): return v
-        case let .other(v): return v.base
-        }
-    }
+    public var anyValue: Any? { Scalar(self).anyValue }
 
     public static func == (lhs: FetchValue, rhs: FetchValue) -> Bool {
         switch (lhs, rhs) {
