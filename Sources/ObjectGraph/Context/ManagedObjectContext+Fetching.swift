@@ -42,7 +42,8 @@ extension ManagedObjectContext {
         guard request.resultType == .managedObject else {
             throw CoreDataError(.coreData, "fetch(_:) returns managed objects; use execute(_:) for result type \(request.resultType)")
         }
-        return try execute(request) as! [ManagedObject]
+        checkConfinement()
+        return try matchingObjects(request)
     }
 
     /// Typed form of `fetch(_:)`.
@@ -75,7 +76,28 @@ extension ManagedObjectContext {
         if request.includesPendingChanges { processPendingChanges() }
         func fits(_ e: EntityDescription) -> Bool { request.includesSubentities ? e.isKindOf(entity: entity) : e === entity }
 
-        let snapshots = try persistentStoreCoordinator.fetchSnapshots(for: entity, request: request)
+        // With no unsaved changes to overlay (or when the request ignores
+        // them), a store that applied predicate, sort, offset and limit
+        // itself has given the answer: Core Data's SQL fetch is the result,
+        // and filtering, sorting and cutting it again in memory only cost time.
+        let overlaysChanges = request.includesPendingChanges && (!insertedSet.isEmpty || !updatedSet.isEmpty || !deletedSet.isEmpty)
+        let fetched = try persistentStoreCoordinator.fetchSnapshots(for: entity, request: request, storeAppliesWindow: !overlaysChanges)
+        let snapshots = fetched.snapshots
+        if fetched.isExact && !overlaysChanges {
+            var result: [ManagedObject] = []
+            result.reserveCapacity(snapshots.count)
+            let populate = !request.returnsObjectsAsFaults
+            for snapshot in snapshots {
+                let object = objectForID(snapshot.objectID)
+                if populate && object.isFault {
+                    object.load(values: values(from: snapshot), version: snapshot.version, context: self)
+                }
+                result.append(object)
+            }
+            try prefetchRelationships(request, result)
+            return result
+        }
+
         // Rows of records not loaded here are filtered before any object is
         // made when the predicate reads only attributes (RowPredicateFilter).
         let rowFilter = request.predicate.flatMap { RowPredicateFilter($0, entity: entity) }
@@ -111,10 +133,16 @@ extension ManagedObjectContext {
         }
         if request.fetchOffset > 0 { result = Array(result.dropFirst(request.fetchOffset)) }
         if request.fetchLimit > 0 && result.count > request.fetchLimit { result = Array(result.prefix(request.fetchLimit)) }
+        try prefetchRelationships(request, result)
+        return result
+    }
+
+    /// Loads the relationships `relationshipKeyPathsForPrefetching` names for
+    /// a fetch's results.
+    func prefetchRelationships(_ request: FetchRequest, _ result: [ManagedObject]) throws {
         for path in request.relationshipKeyPathsForPrefetching {
             for object in result { _ = try? object.value(forKeyPath: path) }
         }
-        return result
     }
 
     func matches(_ request: FetchRequest, _ object: ManagedObject, variables: [String: Any?] = [:]) throws -> Bool {

@@ -265,8 +265,11 @@ public final class ManagedObjectContext: NSLocking {
     /// Turns stored snapshot values into object values (to-one IDs to objects).
     func values(from snapshot: StoreSnapshot) -> [String: Any] {
         var out = snapshot.values
-        for (key, value) in snapshot.values {
-            if let id = value as? ManagedObjectID { out[key] = objectForID(id) }
+        // Only to-one relationships hold IDs; visiting just those keeps the
+        // attribute values' storage shared with the snapshot (no copy, no
+        // dynamic cast per attribute).
+        for rel in EntityLayout.of(snapshot.objectID.entity).toOneRelationships {
+            if let id = out[rel.name] as? ManagedObjectID { out[rel.name] = objectForID(id) }
         }
         return out
     }
@@ -595,10 +598,11 @@ public final class ManagedObjectContext: NSLocking {
     }
 
     func allocatePermanentIDs(for objects: [ManagedObject]) throws -> [ObjectIdentifier: ManagedObjectID] {
-        var groups: [String: (PersistentStore, EntityDescription, [ManagedObject])] = [:]
+        struct GroupKey: Hashable { let store: ObjectIdentifier; let entity: ObjectIdentifier }
+        var groups: [GroupKey: (PersistentStore, EntityDescription, [ManagedObject])] = [:]
         for object in objects {
             let store = try store(for: object)
-            let key = "\(ObjectIdentifier(store).hashValue)/\(object.entity.name)"
+            let key = GroupKey(store: ObjectIdentifier(store), entity: ObjectIdentifier(object.entity))
             groups[key, default: (store, object.entity, [])].2.append(object)
         }
         var out: [ObjectIdentifier: ManagedObjectID] = [:]

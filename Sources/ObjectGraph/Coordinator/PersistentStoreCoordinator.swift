@@ -266,23 +266,35 @@ public final class PersistentStoreCoordinator: NSLocking {
         }
     }
 
-    func fetchSnapshots(for entity: EntityDescription, request: FetchRequest) throws -> [StoreSnapshot] {
+    /// The stores' rows for a context's fetch. When `storeAppliesWindow` and
+    /// one store holds the entity, that store is given the request's offset
+    /// and limit too, and `isExact` says whether it applied everything
+    /// (predicate, sort, offset, limit); otherwise every store is asked for
+    /// all matching rows and the caller finishes in memory (`isExact` false).
+    func fetchSnapshots(for entity: EntityDescription, request: FetchRequest, storeAppliesWindow: Bool = false) throws -> StoreFetchResult {
         try locked {
+            let stores = persistentStores.filter { store in store.entities.contains(where: { request.includesSubentities ? $0.isKindOf(entity: entity) : $0 === entity }) }
+            let single = storeAppliesWindow && stores.count == 1
             let storeRequest = request.copy()
             storeRequest.entity = entity
-            storeRequest.fetchLimit = 0
-            storeRequest.fetchOffset = 0
+            if !single {
+                storeRequest.fetchLimit = 0
+                storeRequest.fetchOffset = 0
+            }
             let time = now()
             var out: [StoreSnapshot] = []
-            for store in persistentStores where store.entities.contains(where: { request.includesSubentities ? $0.isKindOf(entity: entity) : $0 === entity }) {
+            var exact = single
+            for store in stores {
                 let result = try store.fetchSnapshots(storeRequest)
+                exact = exact && result.isExact
+                if out.isEmpty { out.reserveCapacity(result.snapshots.count) }
                 for snapshot in result.snapshots {
                     if snapshot.objectID.persistentStore !== store { snapshot.objectID.persistentStore = store }
                     rowCache[snapshot.objectID] = (snapshot, time)
                     out.append(snapshot)
                 }
             }
-            return out
+            return StoreFetchResult(snapshots: out, isExact: exact)
         }
     }
 

@@ -17,6 +17,8 @@ final class EntityLayout {
     let toManyNames: [String]
     let attributes: [AttributeDescription]
     let relationships: [RelationshipDescription]
+    /// Stored to-one relationships: the keys a snapshot holds object IDs under.
+    let toOneRelationships: [RelationshipDescription]
 
     init(entity: EntityDescription) {
         self.entity = entity
@@ -32,6 +34,7 @@ final class EntityLayout {
         persistentKeys = props.filter { !$0.isTransient && !($0 is FetchedPropertyDescription) }.map(\.name)
         persistentKeySet = Set(persistentKeys)
         toManyNames = relationships.filter(\.isToMany).map(\.name)
+        toOneRelationships = relationships.filter { !$0.isToMany && !$0.isTransient }
     }
 
     private static let lock = NSLock()

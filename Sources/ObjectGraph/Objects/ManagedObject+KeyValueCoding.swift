@@ -199,6 +199,7 @@ extension ManagedObject {
             var members = storage[rel.name] as? [ManagedObject] ?? []
             guard let index = members.firstIndex(where: { $0 === member }) else { return }
             willChangeValue(forKey: rel.name, withSetMutation: .minus, using: [member])
+            storage[rel.name] = nil  // sole owner: no copy (see mutateToMany)
             members.remove(at: index)
             storage[rel.name] = members
             didChangeValue(forKey: rel.name, withSetMutation: .minus, using: [member])
@@ -218,6 +219,7 @@ extension ManagedObject {
             var members = storage[rel.name] as? [ManagedObject] ?? []
             guard !members.contains(where: { $0 === member }) else { return }
             willChangeValue(forKey: rel.name, withSetMutation: .union, using: [member])
+            storage[rel.name] = nil  // sole owner: no copy (see mutateToMany)
             members.append(member)
             storage[rel.name] = members
             didChangeValue(forKey: rel.name, withSetMutation: .union, using: [member])
@@ -242,6 +244,10 @@ extension ManagedObject {
         let inverse = (managedObjectContext?.maintainsInverses ?? true) ? rel.inverseRelationship : nil
         if !removed.isEmpty {
             willChangeValue(forKey: rel.name, withSetMutation: .minus, using: removed)
+            // Storage lets go first so `members` is the array's only owner and
+            // changes in place (unless `committed` or an observer's old value
+            // shares it): adding members one at a time stays linear.
+            storage[rel.name] = nil
             members.removeAll { m in removed.contains { $0 === m } }
             storage[rel.name] = members
             didChangeValue(forKey: rel.name, withSetMutation: .minus, using: removed)
@@ -249,6 +255,7 @@ extension ManagedObject {
         }
         if !added.isEmpty {
             willChangeValue(forKey: rel.name, withSetMutation: .union, using: added)
+            storage[rel.name] = nil
             members.append(contentsOf: added)
             storage[rel.name] = members
             didChangeValue(forKey: rel.name, withSetMutation: .union, using: added)
@@ -320,9 +327,9 @@ extension ManagedObject {
     /// Unwraps an optional hidden inside `Any?` (a typed `String?` passed on).
     static func flatten(_ value: Any?) -> Any? {
         guard let value else { return nil }
-        let mirror = Mirror(reflecting: value)
-        guard mirror.displayStyle == .optional else { return value }
-        return flatten(mirror.children.first?.value)
+        // A protocol cast, not `Mirror`: reflection allocated on every setValue.
+        guard let optional = value as? OptionalValue else { return value }
+        return flatten(optional.wrappedAny)
     }
 
     static func unique(_ objects: [ManagedObject]) -> [ManagedObject] {
@@ -365,5 +372,16 @@ extension ManagedObject {
         if let converted { return converted }
         throw CoreDataError(.managedObjectValidation, "Cannot set \(entityName).\(attribute.name) (\(type.xcodeName)) to a value of type \(Swift.type(of: value))",
                             userInfo: [CoreDataError.validationKeyErrorKey: attribute.name, CoreDataError.validationValueErrorKey: value])
+    }
+}
+
+/// Lets `flatten` see through an `Optional` hidden in an `Any`.
+private protocol OptionalValue { var wrappedAny: Any? { get } }
+extension Optional: OptionalValue {
+    fileprivate var wrappedAny: Any? {
+        switch self {
+        case .some(let wrapped): return wrapped
+        case .none: return nil
+        }
     }
 }

@@ -30,7 +30,15 @@ extension ManagedObject {
     /// Announces a change to `key`; pair it with `didChangeValue(forKey:)`
     /// around a primitive set in a custom setter (ACC-07, CHG-12).
     public final func willChangeValue(forKey key: String) {
+        // The old value serves observers and undo only. Keeping it otherwise
+        // holds a second reference to a to-many's member array, so the next
+        // mutation copies the whole array: O(n) per added member.
+        guard needsOldValues else { return }
         pendingOldValues[key] = storage[key] ?? NSNull()
+    }
+
+    private var needsOldValues: Bool {
+        !observerTable.isEmpty || (managedObjectContext?.undoManager?.isUndoRegistrationEnabled ?? false)
     }
 
     /// Completes a change: notifies observers (and observers of dependent

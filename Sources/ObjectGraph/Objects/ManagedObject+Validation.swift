@@ -58,7 +58,9 @@ extension ManagedObject {
             }
             return
         }
-        if let number = ManagedObject.decimalValue(value) {
+        // Each check runs only when the model sets its constraint: the casts
+        // and the Decimal conversion cost more than the rest of a save.
+        if attribute.minValue != nil || attribute.maxValue != nil, let number = ManagedObject.decimalValue(value) {
             if let min = attribute.minValue, number < min {
                 throw validationError(.validationNumberTooSmall, key, value, "\(entity.name).\(key) is \(value), less than the minimum \(min)")
             }
@@ -66,7 +68,7 @@ extension ManagedObject {
                 throw validationError(.validationNumberTooLarge, key, value, "\(entity.name).\(key) is \(value), more than the maximum \(max)")
             }
         }
-        if let date = value as? Date {
+        if attribute.minDate != nil || attribute.maxDate != nil, let date = value as? Date {
             if let min = attribute.minDate, date < min {
                 throw validationError(.validationDateTooSoon, key, value, "\(entity.name).\(key) is earlier than \(min)")
             }
@@ -74,8 +76,8 @@ extension ManagedObject {
                 throw validationError(.validationDateTooLate, key, value, "\(entity.name).\(key) is later than \(max)")
             }
         }
-        let length: Int? = (value as? String)?.count ?? (value as? Data)?.count
-        if let length {
+        if attribute.minLength != nil || attribute.maxLength != nil,
+           let length = (value as? String)?.count ?? (value as? Data)?.count {
             if let min = attribute.minLength, length < min {
                 throw validationError(.validationStringTooShort, key, value, "\(entity.name).\(key) is \(length) long, shorter than \(min)")
             }

@@ -14,6 +14,11 @@ public final class ManagedObjectClassRegistry: @unchecked Sendable {
     public static let shared = ManagedObjectClassRegistry()
     private let lock = NSLock()
     private var classes: [String: ManagedObject.Type] = [:]
+    /// Answers per entity, since every fetched row asks: normalising the
+    /// class name each time showed up in fetch profiles. Keyed by entity
+    /// identity and checked against the class name, which may still change
+    /// while the model is editable; emptied whenever a class is (un)registered.
+    private var resolved: [ObjectIdentifier: (className: String, type: ManagedObject.Type)] = [:]
 
     public init() {}
 
@@ -22,20 +27,27 @@ public final class ManagedObjectClassRegistry: @unchecked Sendable {
         let name = Self.normalize(className ?? String(describing: type))
         lock.lock(); defer { lock.unlock() }
         classes[name] = type
+        resolved.removeAll()
     }
 
     public func unregister(className: String) {
         lock.lock(); defer { lock.unlock() }
         classes[Self.normalize(className)] = nil
+        resolved.removeAll()
     }
 
     /// The class for an entity; `ManagedObject` itself for the generic class
     /// name or an unregistered one.
     public func objectClass(for entity: EntityDescription) -> ManagedObject.Type {
-        let name = Self.normalize(entity.managedObjectClassName)
-        if name == EntityDescription.genericClassName || name == "ManagedObject" { return ManagedObject.self }
+        let className = entity.managedObjectClassName
         lock.lock(); defer { lock.unlock() }
-        return classes[name] ?? ManagedObject.self
+        if let hit = resolved[ObjectIdentifier(entity)], hit.className == className { return hit.type }
+        let name = Self.normalize(className)
+        let type: ManagedObject.Type
+        if name == EntityDescription.genericClassName || name == "ManagedObject" { type = ManagedObject.self }
+        else { type = classes[name] ?? ManagedObject.self }
+        resolved[ObjectIdentifier(entity)] = (className, type)
+        return type
     }
 
     static func normalize(_ name: String) -> String {

@@ -40,7 +40,29 @@ public final class ManagedObjectID: Hashable, CustomStringConvertible, @unchecke
     public init(temporaryFor entity: EntityDescription) {
         self.entity = entity
         self.storeIdentifier = nil
-        self.referenceObject = .temporary(UUID())
+        self.referenceObject = .temporary(Self.nextTemporaryUUID())
+    }
+
+    /// Temporary IDs are made for every inserted object, so they come from a
+    /// per-process random prefix and a counter: `UUID()` asks the kernel for
+    /// random bytes each time, which dominated inserting many objects. They
+    /// stay unique within the process, which is all a temporary ID promises.
+    private static let temporaryPrefix: (UInt64) = UInt64.random(in: .min ... .max)
+    nonisolated(unsafe) private static var temporaryCounter: UInt64 = 0
+    private static let temporaryLock = NSLock()
+
+    private static func nextTemporaryUUID() -> UUID {
+        temporaryLock.lock()
+        temporaryCounter &+= 1
+        let n = temporaryCounter
+        temporaryLock.unlock()
+        let p = temporaryPrefix
+        // Version 4 / variant 1 bits set so the value is a well-formed UUID.
+        let hi = (p & 0xFFFF_FFFF_FFFF_0FFF) | 0x0000_0000_0000_4000
+        let lo = (n & 0x3FFF_FFFF_FFFF_FFFF) | 0x8000_0000_0000_0000
+        func b(_ v: UInt64, _ i: Int) -> UInt8 { UInt8(truncatingIfNeeded: v >> (56 - 8 * i)) }
+        return UUID(uuid: (b(hi, 0), b(hi, 1), b(hi, 2), b(hi, 3), b(hi, 4), b(hi, 5), b(hi, 6), b(hi, 7),
+                           b(lo, 0), b(lo, 1), b(lo, 2), b(lo, 3), b(lo, 4), b(lo, 5), b(lo, 6), b(lo, 7)))
     }
 
     public var entityName: String { entity.name }
@@ -91,13 +113,15 @@ public final class ManagedObjectID: Hashable, CustomStringConvertible, @unchecke
     // Equal when they name the same object of the same entity in the same store
     // (MOID-02); a temporary ID equals only itself.
     public static func == (a: ManagedObjectID, b: ManagedObjectID) -> Bool {
-        a.referenceObject == b.referenceObject && a.storeIdentifier == b.storeIdentifier && a.entity.name == b.entity.name
+        if a === b { return true }
+        return a.referenceObject == b.referenceObject && (a.entity === b.entity || a.entity.name == b.entity.name) && a.storeIdentifier == b.storeIdentifier
     }
 
+    // Only the reference object is hashed: equal IDs have equal references,
+    // and hashing the store UUID and entity name strings on every uniquing
+    // lookup cost more than the rare bucket shared by two entities' keys.
     public func hash(into hasher: inout Hasher) {
         hasher.combine(referenceObject)
-        hasher.combine(storeIdentifier)
-        hasher.combine(entity.name)
     }
 
     public var description: String { uriRepresentation.absoluteString }
