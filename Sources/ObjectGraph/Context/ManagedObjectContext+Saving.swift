@@ -42,91 +42,108 @@ extension ManagedObjectContext {
         func finalID(_ object: ManagedObject) -> ManagedObjectID { newIDs[ObjectIdentifier(object)] ?? object.objectID }
         try checkCrossStoreRelationships(inserted + Array(updatedSet), finalID)
 
-        // Steps 7–8: conflicts against what the coordinator and stores hold now.
-        // Resolving can touch more objects (inverse repairs), which are
-        // checked in turn; a few rounds settle any realistic graph.
-        var rounds = 0
-        while try resolveConflicts() {
-            rounds += 1
-            if rounds >= 8 {
-                throw CoreDataError(.managedObjectContextMerge, "Conflicts kept appearing while the merge policy resolved them; save again")
-            }
-        }
+        // Steps 7–8: conflicts against what the stores hold now. With one
+        // store the write itself detects them (each UPDATE and DELETE checks
+        // the version inside the transaction) and only then are they looked
+        // up and resolved, and the save written again: reading every changed
+        // row back before each save doubled its cost. With several stores
+        // they are resolved first, so no store is written when another would
+        // refuse its part.
+        let checksFirst = persistentStoreCoordinator.persistentStores.count > 1
+        if checksFirst { try settleConflicts() }
         guard hasChanges || !lockedSet.isEmpty else { return finishEmptySave() }
 
-        // Step 9: one request per store.
-        var requests: [ObjectIdentifier: (PersistentStore, StoreSaveRequest)] = [:]
-        // Requests are edited in place: copying one out and back per object
-        // made a save of n objects copy its arrays n times (quadratic).
-        func edit(_ store: PersistentStore, _ body: (inout StoreSaveRequest) throws -> Void) rethrows {
-            let key = ObjectIdentifier(store)
-            if requests[key] == nil {
-                var r = StoreSaveRequest()
-                r.contextName = name
-                r.transactionAuthor = transactionAuthor
-                requests[key] = (store, r)
-            }
-            try body(&requests[key]!.1)
-        }
+        var retriedAfterConflict = false
         var changeSet = ContextChangeSet()
-        changeSet.contextName = name
-        changeSet.transactionAuthor = transactionAuthor
-
-        for object in inserted {
-            let store = try self.store(for: object)
-            let values = storedValues(of: object, finalID)
-            let toMany = toManyChanges(of: object, finalID, onlyChanged: false)
-            edit(store) { r in
-                r.inserted.append(StoreSnapshot(objectID: finalID(object), version: 1, values: values))
-                r.toManyChanges += toMany
-            }
-            changeSet.inserted.append(ObjectChange(objectID: finalID(object), entityName: object.entity.name,
-                                                   changes: values.mapValues { PropertyChange(oldValue: nil, newValue: $0) }))
-        }
         var writtenUpdates: [ManagedObject] = []
-        for object in updatedSet.union(lockedSet) where !deletedSet.contains(object) && !insertedSet.contains(object) {
-            guard let store = object.objectID.persistentStore ?? persistentStoreCoordinator.store(withIdentifier: object.objectID.storeIdentifier) else { continue }
-            let changes = propertyChanges(of: object, finalID)
-            let toMany = toManyChanges(of: object, finalID, onlyChanged: true)
-            if changes.isEmpty && toMany.isEmpty && !lockedSet.contains(object) { continue }
-            let snapshot = StoreSnapshot(objectID: object.objectID, version: object.storeVersion + 1, values: storedValues(of: object, finalID))
-            edit(store) { r in
-                r.updated.append((snapshot, object.storeVersion))
-                r.toManyChanges += toMany
-                if !changes.isEmpty { r.changedValues[object.objectID] = changes }
-            }
-            writtenUpdates.append(object)
-            if !changes.isEmpty || !toMany.isEmpty {
-                var all = changes
-                for change in toMany {
-                    let old = (object.committed[change.relationship.name] as? [ManagedObject])?.map(finalID)
-                    all[change.relationship.name] = PropertyChange(oldValue: old, newValue: change.destinations)
-                }
-                changeSet.updated.append(ObjectChange(objectID: object.objectID, entityName: object.entity.name, changes: all))
-            }
-        }
-        for object in deletedSet {
-            guard let store = object.objectID.persistentStore ?? persistentStoreCoordinator.store(withIdentifier: object.objectID.storeIdentifier) else { continue }
-            edit(store) { $0.deleted.append((object.objectID, object.storeVersion)) }
-            let old = object.isFault ? [:] : storedValues(of: object, finalID, committed: true)
-            changeSet.deleted.append(ObjectChange(objectID: object.objectID, entityName: object.entity.name,
-                                                  changes: old.mapValues { PropertyChange(oldValue: $0, newValue: nil) }))
-        }
-
-        var written: [PersistentStore] = []
-        for (store, r) in requests.values where !r.isEmpty {
+        var writtenUpdateSet = Set<ManagedObject>()
+        while true {
             do {
-                try persistentStoreCoordinator.save(r, to: store)
-                written.append(store)
-            } catch let conflict as StoreVersionConflict {
-                throw CoreDataError(written.isEmpty ? .managedObjectContextMerge : .persistentStoreIncompleteSave,
-                                    "Another writer changed \(conflict.current.count) object(s) while this save was being written",
-                                    userInfo: [CoreDataError.affectedStoresErrorKey: [store], MergeConflict.conflictListKey: [MergeConflict]()])
-            } catch {
-                if written.isEmpty { throw error }
-                throw CoreDataError(.persistentStoreIncompleteSave, "The save reached \(written.count) store(s) and then failed: \(error)",
-                                    userInfo: [CoreDataError.affectedStoresErrorKey: [store], CoreDataError.underlyingErrorKey: error])
+                // Step 9: one request per store.
+                var requests: [ObjectIdentifier: (PersistentStore, StoreSaveRequest)] = [:]
+                // Requests are edited in place: copying one out and back per object
+                // made a save of n objects copy its arrays n times (quadratic).
+                func edit(_ store: PersistentStore, _ body: (inout StoreSaveRequest) throws -> Void) rethrows {
+                    let key = ObjectIdentifier(store)
+                    if requests[key] == nil {
+                        var r = StoreSaveRequest()
+                        r.contextName = name
+                        r.transactionAuthor = transactionAuthor
+                        requests[key] = (store, r)
+                    }
+                    try body(&requests[key]!.1)
+                }
+                changeSet = ContextChangeSet()
+                changeSet.contextName = name
+                changeSet.transactionAuthor = transactionAuthor
+
+                for object in inserted {
+                    let store = try self.store(for: object)
+                    let values = storedValues(of: object, finalID)
+                    let toMany = toManyChanges(of: object, finalID, onlyChanged: false)
+                    edit(store) { r in
+                        r.inserted.append(StoreSnapshot(objectID: finalID(object), version: 1, values: values))
+                        r.toManyChanges += toMany
+                    }
+                    changeSet.inserted.append(ObjectChange(objectID: finalID(object), entityName: object.entity.name,
+                                                           changes: values.mapValues { PropertyChange(oldValue: nil, newValue: $0) }))
+                }
+                writtenUpdates = []
+                writtenUpdateSet = []
+                for object in updatedSet.union(lockedSet) where !deletedSet.contains(object) && !insertedSet.contains(object) {
+                    guard let store = object.objectID.persistentStore ?? persistentStoreCoordinator.store(withIdentifier: object.objectID.storeIdentifier) else { continue }
+                    let changes = propertyChanges(of: object, finalID)
+                    let toMany = toManyChanges(of: object, finalID, onlyChanged: true)
+                    if changes.isEmpty && toMany.isEmpty && !lockedSet.contains(object) { continue }
+                    let snapshot = StoreSnapshot(objectID: object.objectID, version: object.storeVersion + 1, values: storedValues(of: object, finalID))
+                    edit(store) { r in
+                        r.updated.append((snapshot, object.storeVersion))
+                        r.toManyChanges += toMany
+                        if !changes.isEmpty { r.changedValues[object.objectID] = changes }
+                    }
+                    writtenUpdates.append(object)
+                    writtenUpdateSet.insert(object)
+                    if !changes.isEmpty || !toMany.isEmpty {
+                        var all = changes
+                        for change in toMany {
+                            let old = (object.committed[change.relationship.name] as? [ManagedObject])?.map(finalID)
+                            all[change.relationship.name] = PropertyChange(oldValue: old, newValue: change.destinations)
+                        }
+                        changeSet.updated.append(ObjectChange(objectID: object.objectID, entityName: object.entity.name, changes: all))
+                    }
+                }
+                for object in deletedSet {
+                    guard let store = object.objectID.persistentStore ?? persistentStoreCoordinator.store(withIdentifier: object.objectID.storeIdentifier) else { continue }
+                    edit(store) { $0.deleted.append((object.objectID, object.storeVersion)) }
+                    let old = object.isFault ? [:] : storedValues(of: object, finalID, committed: true)
+                    changeSet.deleted.append(ObjectChange(objectID: object.objectID, entityName: object.entity.name,
+                                                          changes: old.mapValues { PropertyChange(oldValue: $0, newValue: nil) }))
+                }
+
+                var written: [PersistentStore] = []
+                for (store, r) in requests.values where !r.isEmpty {
+                    do {
+                        try persistentStoreCoordinator.save(r, to: store)
+                        written.append(store)
+                    } catch let conflict as StoreVersionConflict {
+                        if written.isEmpty && !checksFirst && !retriedAfterConflict { throw RetryAfterConflict() }
+                        throw CoreDataError(written.isEmpty ? .managedObjectContextMerge : .persistentStoreIncompleteSave,
+                                            "Another writer changed \(conflict.current.count) object(s) while this save was being written",
+                                            userInfo: [CoreDataError.affectedStoresErrorKey: [store], MergeConflict.conflictListKey: [MergeConflict]()])
+                    } catch {
+                        if written.isEmpty { throw error }
+                        throw CoreDataError(.persistentStoreIncompleteSave, "The save reached \(written.count) store(s) and then failed: \(error)",
+                                            userInfo: [CoreDataError.affectedStoresErrorKey: [store], CoreDataError.underlyingErrorKey: error])
+                    }
+                }
+
+            } catch is RetryAfterConflict {
+                retriedAfterConflict = true
+                try settleConflicts()
+                guard hasChanges || !lockedSet.isEmpty else { return finishEmptySave() }
+                continue
             }
+            break
         }
 
         // Step 10: commit in memory.
@@ -142,7 +159,7 @@ extension ManagedObjectContext {
             object.storeVersion += 1
             commitValues(object)
         }
-        for object in updatedSet where !writtenUpdates.contains(object) { commitValues(object) }
+        for object in updatedSet where !writtenUpdateSet.contains(object) { commitValues(object) }
         let committedInserted = insertedSet, committedUpdated = updatedSet.union(writtenUpdates), committedDeleted = deletedSet
         for object in committedDeleted { unregister(object) }
         for object in forgottenInserts { unregister(object) }
@@ -156,6 +173,23 @@ extension ManagedObjectContext {
         post(Self.didSaveNotification, inserted: committedInserted, updated: Set(committedUpdated), deleted: committedDeleted,
              extra: [Self.changeSetKey: changeSet])
     }
+
+    /// Resolves conflicts until none are left; resolving can touch more
+    /// objects (inverse repairs), which are checked in turn, and a few rounds
+    /// settle any realistic graph.
+    private func settleConflicts() throws {
+        var rounds = 0
+        while try resolveConflicts() {
+            rounds += 1
+            if rounds >= 8 {
+                throw CoreDataError(.managedObjectContextMerge, "Conflicts kept appearing while the merge policy resolved them; save again")
+            }
+        }
+    }
+
+    /// Thrown inside `save()` when its single store found a version conflict
+    /// on the first write: resolve, then write again.
+    private struct RetryAfterConflict: Error {}
 
     private func finishEmptySave() {
         undoManager?.removeAllActions()
@@ -205,13 +239,15 @@ extension ManagedObjectContext {
     }
 
     func storedValues(of object: ManagedObject, _ finalID: (ManagedObject) -> ManagedObjectID, committed: Bool = false) -> [String: Any] {
-        let source = committed ? object.committed : object.storage
-        var out: [String: Any] = [:]
-        for attribute in object.layout.attributes where !attribute.isTransient {
-            if let v = source[attribute.name] { out[attribute.name] = v }
-        }
-        for rel in object.layout.relationships where !rel.isToMany && !rel.isTransient {
-            if let d = source[rel.name] as? ManagedObject, !(deletedSet.contains(d) && !committed) { out[rel.name] = finalID(d) }
+        // Starts from the object's own dictionary (shared, not copied) and
+        // edits only what a snapshot holds differently: to-ones become IDs,
+        // to-manys and transients leave. An object of attributes alone is
+        // written without building a new dictionary.
+        var out = committed ? object.committed : object.storage
+        for key in object.layout.nonSnapshotKeys where out[key] != nil { out[key] = nil }
+        for rel in object.layout.toOneRelationships {
+            guard let value = out[rel.name] else { continue }
+            if let d = value as? ManagedObject, !(deletedSet.contains(d) && !committed) { out[rel.name] = finalID(d) } else { out[rel.name] = nil }
         }
         return out
     }
@@ -240,6 +276,13 @@ extension ManagedObjectContext {
     }
 
     func commitValues(_ object: ManagedObject) {
+        defer { object.changedKeys = [] }
+        // Nothing to drop (no deleted destinations, no transients, every
+        // to-many loaded): the committed values are the current ones, shared.
+        if (deletedSet.isEmpty || object.layout.relationships.isEmpty) && !object.layout.hasTransientProperties && object.unloadedToMany.isEmpty {
+            object.committed = object.storage
+            return
+        }
         for key in object.layout.persistentKeys {
             if object.unloadedToMany.contains(key) { continue }
             if var members = object.storage[key] as? [ManagedObject] {
@@ -250,7 +293,6 @@ extension ManagedObjectContext {
             }
             object.committed[key] = object.storage[key]
         }
-        object.changedKeys = []
     }
 
     // MARK: - Conflicts (MOC-MO-13, MOC-MP-*, MOC-CR-*)

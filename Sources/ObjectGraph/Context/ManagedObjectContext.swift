@@ -343,8 +343,8 @@ public final class ManagedObjectContext: NSLocking {
         register(object)
         object.wasForgotten = false
         if !object.hasAwokenFromInsert {
-            for attribute in object.layout.attributes where object.storage[attribute.name] == nil {
-                if let value = attribute.defaultValue { object.storage[attribute.name] = value }
+            for attribute in object.layout.attributesWithDefaults where object.storage[attribute.name] == nil {
+                object.storage[attribute.name] = attribute.defaultValue
             }
             for name in object.layout.toManyNames where object.storage[name] == nil { object.storage[name] = [ManagedObject]() }
             object.unloadedToMany = []
@@ -415,10 +415,12 @@ public final class ManagedObjectContext: NSLocking {
     func objectDidChange(_ object: ManagedObject, key: String, oldValue: Any?, modeled: Bool) {
         guard changeProcessingDisabled == 0, object.managedObjectContext === self else { return }
         object.changedKeys.insert(key)
-        if !insertedSet.contains(object) && !deletedSet.contains(object) {
-            updatedSet.insert(object)
+        // An inserted object is reported as inserted, never as updated, so
+        // it need not join the update sets (one hash insert per setValue).
+        if !insertedSet.contains(object) {
+            if !deletedSet.contains(object) { updatedSet.insert(object) }
+            pendingUpdated.insert(object)
         }
-        pendingUpdated.insert(object)
         objectsChangedDuringWillSave?.insert(object)
         if modeled { recordUndo(.change(object, key, oldValue)) }
     }
@@ -623,9 +625,10 @@ public final class ManagedObjectContext: NSLocking {
     }
 
     func rekey(_ object: ManagedObject, to id: ManagedObjectID) {
-        if registry[object.objectID]?.object === object { registry[object.objectID] = nil }
+        var entry: WeakEntry?
+        if let old = registry[object.objectID], old.object === object { entry = old; registry[object.objectID] = nil }
         object.objectID = id
-        registry[id] = WeakEntry(object)
+        registry[id] = entry ?? WeakEntry(object)
     }
 
     /// Marks an unchanged object so the next save fails (or resolves per the

@@ -17,6 +17,13 @@ final class EntityLayout {
     let toManyNames: [String]
     let attributes: [AttributeDescription]
     let relationships: [RelationshipDescription]
+    /// Keys an object's storage may hold that a snapshot does not: transient
+    /// properties and to-many relationships.
+    let nonSnapshotKeys: [String]
+    /// True when some attribute or relationship is transient.
+    let hasTransientProperties: Bool
+    /// Attributes with a default value, set on insert.
+    let attributesWithDefaults: [AttributeDescription]
     /// Stored to-one relationships: the keys a snapshot holds object IDs under.
     let toOneRelationships: [RelationshipDescription]
 
@@ -35,6 +42,9 @@ final class EntityLayout {
         persistentKeySet = Set(persistentKeys)
         toManyNames = relationships.filter(\.isToMany).map(\.name)
         toOneRelationships = relationships.filter { !$0.isToMany && !$0.isTransient }
+        nonSnapshotKeys = props.filter { $0.isTransient || ($0 as? RelationshipDescription)?.isToMany == true }.map(\.name)
+        hasTransientProperties = props.contains { $0.isTransient && !($0 is FetchedPropertyDescription) }
+        attributesWithDefaults = attributes.filter { $0.defaultValue != nil }
     }
 
     private static let lock = NSLock()

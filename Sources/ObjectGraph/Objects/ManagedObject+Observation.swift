@@ -44,7 +44,7 @@ extension ManagedObject {
     /// Completes a change: notifies observers (and observers of dependent
     /// keys) and tells the context, which records it for saving and undo.
     public final func didChangeValue(forKey key: String) {
-        let old = nilIfNSNull(pendingOldValues.removeValue(forKey: key))
+        let old = pendingOldValues.isEmpty ? nil : nilIfNSNull(pendingOldValues.removeValue(forKey: key))
         finishChange(key, kind: .setting, old: old, objects: [])
     }
 
@@ -53,7 +53,7 @@ extension ManagedObject {
     }
 
     public final func didChangeValue(forKey key: String, withSetMutation kind: SetMutationKind, using objects: [ManagedObject]) {
-        let old = nilIfNSNull(pendingOldValues.removeValue(forKey: key))
+        let old = pendingOldValues.isEmpty ? nil : nilIfNSNull(pendingOldValues.removeValue(forKey: key))
         finishChange(key, kind: kind == .minus ? .removal : .insertion, old: old, objects: objects)
     }
 
