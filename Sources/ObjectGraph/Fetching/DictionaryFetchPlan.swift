@@ -104,14 +104,25 @@ struct DictionaryFetchPlan {
     /// Refuses columns a result type other than dictionaries cannot return
     /// (aggregates, grouping), as Core Data does.
     static func checkNotGrouped(_ request: FetchRequest, entity: EntityDescription) throws {
-        if let groupBy = request.propertiesToGroupBy, !groupBy.isEmpty {
-            throw error("propertiesToGroupBy needs the dictionary result type, not \(request.resultType)", property: nil, entity: entity)
+        if let groupBy = request.propertiesToGroupBy, let first = groupBy.first {
+            let name = Self.label(first)
+            throw error("propertiesToGroupBy (\(name)) needs the dictionary result type, not \(request.resultType)", property: name, entity: entity)
         }
         for case let description as ExpressionDescription in request.propertiesToFetch ?? [] {
             if let expression = description.expression, case .function = expression {
                 throw error("the aggregate \(description.name) needs the dictionary result type, not \(request.resultType)",
                             property: description.name, entity: entity)
             }
+        }
+    }
+
+    /// The name an element of `propertiesToFetch`/`propertiesToGroupBy` goes by in messages.
+    private static func label(_ element: Any) -> String {
+        switch element {
+        case let name as String: return name
+        case let description as ExpressionDescription: return description.name
+        case let property as PropertyDescription: return property.name
+        default: return String(describing: element)
         }
     }
 
@@ -134,7 +145,7 @@ struct DictionaryFetchPlan {
             }
             return Column(name: property.name, path: try path([property.name], entity: entity), aggregate: nil, resultType: nil)
         default:
-            throw error("an element of propertiesToFetch or propertiesToGroupBy must be a String, PropertyDescription or ExpressionDescription, not \(type(of: element))",
+            throw error("\(element) (a \(type(of: element))) cannot be fetched or grouped by: elements must be a String, PropertyDescription or ExpressionDescription",
                         property: String(describing: element), entity: entity)
         }
     }
