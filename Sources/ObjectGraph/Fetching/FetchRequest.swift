@@ -17,8 +17,9 @@ public final class FetchRequest {
         case managedObject
         /// Object IDs only.
         case managedObjectID
-        /// One `[String: Any]` per object: `propertiesToFetch` (all attributes
-        /// when nil), to-one relationships as object IDs.
+        /// `[String: Any]` rows: one per object with `propertiesToFetch` (all
+        /// attributes when nil), to-one relationships as object IDs, nil values
+        /// left out; one per group with aggregates or `propertiesToGroupBy`.
         case dictionary
         /// A single `Int`: how many objects match.
         case count

@@ -315,6 +315,9 @@ import Testing
             ("city", { $0.propertiesToFetch = ["city", "city"] }),
             ("total", { $0.propertiesToFetch = ["city"]; $0.propertiesToGroupBy = [try Self.aggregate("total", "sum:(salary)")] }),
         ]
+        let batched = FetchRequest(entityName: "Employee")
+        batched.propertiesToFetch = [try Self.aggregate("total", "sum:(salary)")]
+        #expect(throws: CoreDataError.self) { try stack.context.performAndWait { _ = try stack.context.fetchBatched(batched) } }
         for (property, configure) in cases {
             let error = try failure(configure)
             #expect(error?.code == .coreData, "\(property): expected 134060, got \(String(describing: error))")
