@@ -28,6 +28,7 @@ extension ManagedObjectContext {
         guard request.resultType == .managedObject else {
             throw CoreDataError(.coreData, "fetchBatched(_:) returns managed objects; use execute(_:) for result type \(request.resultType)")
         }
+        try checkPropertiesToFetch(request)
         let prefetch = request.relationshipKeyPathsForPrefetching
         guard request.fetchBatchSize > 0 else {
             let objects = try matchingObjects(request)

@@ -13,26 +13,16 @@ extension ManagedObjectContext {
     /// ```
     public func execute(_ request: FetchRequest) throws -> [Any] {
         checkConfinement()
+        switch request.resultType {
+        case .count: try checkPropertiesToFetch(request); return [try countResult(request)]
+        case .dictionary: return try dictionaryResults(request)
+        case .managedObject, .managedObjectID: try checkPropertiesToFetch(request)
+        }
         let objects = try matchingObjects(request)
         switch request.resultType {
         case .managedObject: return objects
         case .managedObjectID: return objects.map(\.objectID)
-        case .count: return [objects.count]
-        case .dictionary:
-            let entity = try resolveEntity(request)
-            let layout = EntityLayout.of(entity)
-            let keys = request.propertiesToFetch ?? layout.attributes.map(\.name)
-            var rows: [[String: Any]] = []
-            for object in objects {
-                var row: [String: Any] = [:]
-                for key in keys {
-                    let value = try object.value(forKeyPath: key)
-                    if let related = value as? ManagedObject { row[key] = related.objectID } else if let value { row[key] = value }
-                }
-                if request.returnsDistinctResults && rows.contains(where: { NSDictionary(dictionary: $0).isEqual(to: row) }) { continue }
-                rows.append(row)
-            }
-            return rows
+        case .count, .dictionary: preconditionFailure("answered above")
         }
     }
 
@@ -59,7 +49,7 @@ extension ManagedObjectContext {
     /// The number of objects `fetch` would return (MOC-FE-08).
     public func count(for request: FetchRequest) throws -> Int {
         checkConfinement()
-        return try matchingObjects(request).count
+        return try countResult(request)
     }
 
     func resolveEntity(_ request: FetchRequest) throws -> EntityDescription {

@@ -61,6 +61,9 @@ public final class ManagedObjectContext: NSLocking {
     /// Faults created by a merge, held until the next save or reset (MOC-MG-03).
     var mergeRetained = Set<ManagedObject>()
     var assignedStores: [ObjectIdentifier: PersistentStore] = [:]
+    /// False makes count and dictionary fetches always take the in-memory
+    /// path; tests turn it off to compare that path with the stores' SQL.
+    var allowsFetchPushdown = true
 
     // Changes since the last processPendingChanges.
     var pendingInserted = Set<ManagedObject>()

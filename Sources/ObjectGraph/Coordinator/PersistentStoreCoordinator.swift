@@ -298,6 +298,40 @@ public final class PersistentStoreCoordinator: NSLocking {
         }
     }
 
+    /// The stores' count of `request`'s objects, summed over every store
+    /// holding the entity; nil when one of them cannot count (the context
+    /// then counts objects). Offset and limit apply to the sum.
+    func countObjects(for entity: EntityDescription, request: FetchRequest) throws -> Int? {
+        try locked {
+            let storeRequest = request.copy()
+            storeRequest.entity = entity
+            storeRequest.fetchLimit = 0
+            storeRequest.fetchOffset = 0
+            var total = 0
+            for store in persistentStores where store.entities.contains(where: { request.includesSubentities ? $0.isKindOf(entity: entity) : $0 === entity }) {
+                guard let count = try store.countObjects(storeRequest) else { return nil }
+                total += count
+            }
+            let remaining = max(0, total - max(0, request.fetchOffset))
+            return request.fetchLimit > 0 ? min(remaining, request.fetchLimit) : remaining
+        }
+    }
+
+    /// The dictionary rows of `request` from the one store holding the
+    /// entity; nil when several stores do (rows of several stores would have
+    /// to be merged, grouped and sorted again) or the store cannot.
+    func fetchDictionaries(for entity: EntityDescription, request: FetchRequest) throws -> [[String: Any]]? {
+        try locked {
+            let holders = persistentStores.filter { store in
+                store.entities.contains(where: { request.includesSubentities ? $0.isKindOf(entity: entity) : $0 === entity })
+            }
+            guard holders.count == 1 else { return nil }
+            let storeRequest = request.copy()
+            storeRequest.entity = entity
+            return try holders[0].fetchDictionaries(storeRequest)
+        }
+    }
+
     /// The snapshot of one object: cached when younger than `staleness`
     /// (negative: any age), else read from its store; nil when it is gone.
     func snapshot(for id: ManagedObjectID, staleness: TimeInterval) throws -> StoreSnapshot? {

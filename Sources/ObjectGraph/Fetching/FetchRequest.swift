@@ -17,8 +17,9 @@ public final class FetchRequest {
         case managedObject
         /// Object IDs only.
         case managedObjectID
-        /// One `[String: Any]` per object: `propertiesToFetch` (all attributes
-        /// when nil), to-one relationships as object IDs.
+        /// `[String: Any]` rows: one per object with `propertiesToFetch` (all
+        /// attributes when nil), to-one relationships as object IDs, nil values
+        /// left out; one per group with aggregates or `propertiesToGroupBy`.
         case dictionary
         /// A single `Int`: how many objects match.
         case count
@@ -35,9 +36,41 @@ public final class FetchRequest {
     public var includesPendingChanges = true
     /// Fetched objects stay faults until a property is read (the default).
     public var returnsObjectsAsFaults = true
-    /// For dictionary results: the property names to include (nil: all attributes).
-    public var propertiesToFetch: [String]?
-    /// For dictionary results: leave out duplicate dictionaries.
+    /// For dictionary results: the columns of each dictionary (FR-17); nil
+    /// gives every attribute of the entity. Each element is one of
+    /// - a `String`, the name of an attribute or to-one relationship, or a
+    ///   key path through to-one relationships (`"department.name"`);
+    /// - a `PropertyDescription`: an attribute or to-one relationship of the entity;
+    /// - an `ExpressionDescription` whose expression is a key path, or an
+    ///   aggregate of one (`sum:`, `average:`, `min:`, `max:`, `count:`),
+    ///   keyed by its `name` (XD-01, XD-05).
+    ///
+    /// Typed `[Any]` because Core Data mixes names and descriptions in one
+    /// array; anything else is refused when the request runs (134060).
+    ///
+    /// ```swift
+    /// let request = FetchRequest(entityName: "Employee")
+    /// request.resultType = .dictionary
+    /// request.propertiesToFetch = ["department", ExpressionDescription(
+    ///     name: "total", expression: try FetchExpression(format: "sum:(salary)"),
+    ///     expressionResultType: .integer64)]
+    /// request.propertiesToGroupBy = ["department"]
+    /// let rows = try context.execute(request) as! [[String: Any]]
+    /// // [["department": <ManagedObjectID>, "total": 5500], ...]
+    /// ```
+    public var propertiesToFetch: [Any]?
+    /// For dictionary results: one row per distinct combination of these
+    /// values (names, key paths, `PropertyDescription`s or key-path
+    /// `ExpressionDescription`s). Every fetched property that is not an
+    /// aggregate must be among them.
+    public var propertiesToGroupBy: [Any]?
+    /// For grouped dictionary results: which group rows to keep, evaluated on
+    /// each result dictionary, so it names `propertiesToFetch` keys and
+    /// expression-description names (`total > 1000`). Ignored without
+    /// `propertiesToGroupBy`, as in Core Data.
+    public var havingPredicate: FetchPredicate?
+    /// For dictionary results with `propertiesToFetch` set: leave out
+    /// duplicate dictionaries (FR-18); ignored when `propertiesToFetch` is nil.
     public var returnsDistinctResults = false
     /// False: object-ID results without values; kept for API parity.
     public var includesPropertyValues = true
@@ -90,6 +123,8 @@ public final class FetchRequest {
         c.includesPendingChanges = includesPendingChanges
         c.returnsObjectsAsFaults = returnsObjectsAsFaults
         c.propertiesToFetch = propertiesToFetch
+        c.propertiesToGroupBy = propertiesToGroupBy
+        c.havingPredicate = havingPredicate
         c.returnsDistinctResults = returnsDistinctResults
         c.includesPropertyValues = includesPropertyValues
         c.relationshipKeyPathsForPrefetching = relationshipKeyPathsForPrefetching

@@ -114,6 +114,31 @@ open class PersistentStore {
         throw Self.unsupported("save(_:)")
     }
 
+    /// How many objects `request` matches (its entity, predicate, offset and
+    /// limit), counted by the store itself; nil when it cannot count exactly
+    /// and the caller must count fetched objects. The default returns nil.
+    ///
+    /// ```swift
+    /// let request = FetchRequest(entityName: "Employee")
+    /// request.predicate = try FetchPredicate(format: "salary > 1000")
+    /// let n = try store.countObjects(request) // SELECT COUNT(*) … in SQLite
+    /// ```
+    open func countObjects(_ request: FetchRequest) throws -> Int? { nil }
+
+    /// The dictionary results of `request` (columns, aggregates, grouping,
+    /// having, distinct, sort, offset, limit) computed by the store itself,
+    /// exactly as the context computes them from objects; nil when the store
+    /// cannot. Values have the attribute's Swift type, to-one relationships
+    /// are `ManagedObjectID`s, nil values are left out. The default returns nil.
+    ///
+    /// ```swift
+    /// request.resultType = .dictionary
+    /// request.propertiesToFetch = ["department.name"]
+    /// request.returnsDistinctResults = true
+    /// let rows = try store.fetchDictionaries(request) // nil: ask the context
+    /// ```
+    open func fetchDictionaries(_ request: FetchRequest) throws -> [[String: Any]]? { nil }
+
     /// The error a store class that does not implement part of the contract
     /// gives: Core Data's store-operation error naming the method and class.
     static func unsupported(_ method: String) -> CoreDataError {

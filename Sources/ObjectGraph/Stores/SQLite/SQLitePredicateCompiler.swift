@@ -36,6 +36,8 @@ struct SQLitePredicateCompiler {
     private var joinFrames: [[String]] = [[]]
     private var joinAliases: [String: String] = [:]
     private var aliasCount = 0
+    /// Set while compiling a `HAVING` condition: key paths name result columns.
+    private var havingOutputs: [String: HavingOperand]?
 
     init(schema: SQLiteSchema) {
         self.schema = schema
@@ -83,6 +85,55 @@ struct SQLitePredicateCompiler {
         terms.append("t0.Z_PK")
         return terms
     }
+
+    /// A value a dictionary fetch selects, continuing the joins of the last
+    /// `compile` (call it first): an attribute's column, or a to-one's
+    /// foreign key with the column naming the destination's entity (nil when
+    /// the destination has no sub-entities). nil for transient properties or
+    /// paths this layout cannot reach with to-one joins.
+    enum Selected {
+        case attribute(sql: String, AttributeDescription)
+        case toOne(sql: String, entitySQL: String?, RelationshipDescription)
+    }
+
+    mutating func select(_ path: [String], for entity: SQLiteSchema.EntityMapping) -> Selected? {
+        guard !path.isEmpty, !path.contains(where: { $0.hasPrefix("@") || $0.isEmpty }) else { return nil }
+        switch resolve(path, Scope(alias: "t0", entity: entity.entity)) {
+        case let .column(sql, attribute)?:
+            return .attribute(sql: sql, attribute)
+        case let .foreignKey(sql, rel)?:
+            // The row holding the key is of the entity the path's last hop reaches.
+            var owner = entity.entity
+            for key in path.dropLast() {
+                guard let hop = owner.propertiesByName[key] as? RelationshipDescription, let next = hop.destinationEntity else { return nil }
+                owner = next
+            }
+            guard let ownerMapping = mapping(owner), let dot = sql.lastIndex(of: ".") else { return nil }
+            let alias = sql[..<dot]
+            return .toOne(sql: sql, entitySQL: ownerMapping.entityColumnsByRelationship[rel.name].map { "\(alias).\($0)" }, rel)
+        default:
+            return nil
+        }
+    }
+
+    /// What a `HAVING` condition may name: a result column's SQL (a grouped
+    /// column or an aggregate) with an attribute describing how the in-memory
+    /// evaluator sees its values, or a to-one's foreign key.
+    enum HavingOperand {
+        case column(sql: String, AttributeDescription)
+        case foreignKey(sql: String, RelationshipDescription)
+    }
+
+    /// A `HAVING` condition: `predicate` with single keys naming `outputs`,
+    /// continuing the bindings of the last `compile`; nil when not exact.
+    mutating func compileHaving(_ predicate: FetchPredicate, outputs: [String: HavingOperand], for entity: SQLiteSchema.EntityMapping) -> String? {
+        havingOutputs = outputs
+        defer { havingOutputs = nil }
+        return self.predicate(predicate, Scope(alias: "t0", entity: entity.entity))
+    }
+
+    /// Every value bound so far (`compile`, then `compileHaving`), for `?N` in order.
+    var allBindings: [SQLiteValue] { bindings }
 
     /// One collation per string comparison method a sort descriptor can name.
     static let sortCollations: [FetchSortDescriptor.ComparisonMethod: String] = [
@@ -155,6 +206,13 @@ struct SQLitePredicateCompiler {
     /// Resolves a key path from `scope`, adding LEFT JOINs for to-one hops to
     /// the current join frame.
     private mutating func resolve(_ path: [String], _ scope: Scope) -> Operand? {
+        if let havingOutputs {
+            guard path.count == 1, let output = havingOutputs[path[0]] else { return nil }
+            switch output {
+            case let .column(sql, attribute): return .column(sql, attribute)
+            case let .foreignKey(sql, rel): return .foreignKey(sql, rel)
+            }
+        }
         var scope = scope
         var index = 0
         while index < path.count {

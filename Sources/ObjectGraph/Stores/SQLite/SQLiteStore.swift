@@ -38,7 +38,7 @@ public final class SQLiteStore: PersistentStore {
     private var storedMetadataPlist: Data?
     private var storedUUID: String?
     /// Serialises calls: a connection and its cached statements are not thread-safe.
-    private let lock = NSRecursiveLock()
+    let lock = NSRecursiveLock()
 
     private var timeout: TimeInterval {
         switch options[PersistentStore.timeoutOption] {
@@ -183,7 +183,7 @@ public final class SQLiteStore: PersistentStore {
     /// indexed by `Z_ENT`: reading it per row costs one retain, where a
     /// dictionary of `EntityMapping` structs cost a hash and a copy of every
     /// field (it showed at the top of a `perf` profile of full fetches).
-    private final class RowPlan {
+    final class RowPlan {
         let entity: EntityDescription
         var attributes: [(name: String, attribute: AttributeDescription, column: Int)] = []
         var toOnes: [(name: String, destination: EntityDescription?, column: Int, entityColumn: Int?)] = []
@@ -191,7 +191,7 @@ public final class SQLiteStore: PersistentStore {
     }
     private var rowPlans: [RowPlan?] = []
 
-    private func rowPlan(_ number: Int64) -> RowPlan? {
+    func rowPlan(_ number: Int64) -> RowPlan? {
         number >= 0 && number < rowPlans.count ? rowPlans[Int(number)] : nil
     }
     private var mappingsByEntity: [ObjectIdentifier: SQLiteSchema.EntityMapping] = [:]
@@ -399,7 +399,7 @@ public final class SQLiteStore: PersistentStore {
 
     // MARK: - Reading
 
-    private func openConnection() throws -> (SQLiteConnection, SQLiteSchema) {
+    func openConnection() throws -> (SQLiteConnection, SQLiteSchema) {
         guard let connection, let schema else {
             throw CoreDataError(.persistentStoreOperation, "the SQLite store at \(url?.path ?? "?") is not loaded (call load()) or was closed")
         }
@@ -450,7 +450,7 @@ public final class SQLiteStore: PersistentStore {
         return StoreSnapshot(objectID: id, version: column(2).int64Value ?? 0, values: values)
     }
 
-    private func entityNumbersSQL(_ numbers: [Int]) -> String {
+    func entityNumbersSQL(_ numbers: [Int]) -> String {
         numbers.count == 1 ? "Z_ENT = \(numbers[0])" : "Z_ENT IN (\(numbers.map(String.init).joined(separator: ", ")))"
     }
 
@@ -519,6 +519,19 @@ public final class SQLiteStore: PersistentStore {
             if let snapshot = try snapshot(storeID: storeID, { row.column($0) }) { snapshots.append(snapshot) }
         }
         return StoreFetchResult(snapshots: snapshots, isExact: isExact)
+    }
+
+    /// `SELECT COUNT(*)` when the predicate compiles exactly; see
+    /// `SQLiteStore+DictionaryFetching.swift`.
+    public override func countObjects(_ request: FetchRequest) throws -> Int? {
+        try sqlCount(request)
+    }
+
+    /// Columns, aggregates, groups, having, distinct rows, order and limits
+    /// in one SQL query when all of it translates exactly; see
+    /// `SQLiteStore+DictionaryFetching.swift`.
+    public override func fetchDictionaries(_ request: FetchRequest) throws -> [[String: Any]]? {
+        try sqlDictionaries(request)
     }
 
     public override func snapshots(for ids: [ManagedObjectID]) throws -> [ManagedObjectID: StoreSnapshot] {
