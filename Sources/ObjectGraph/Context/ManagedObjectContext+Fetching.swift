@@ -111,9 +111,7 @@ extension ManagedObjectContext {
         }
         if request.fetchOffset > 0 { result = Array(result.dropFirst(request.fetchOffset)) }
         if request.fetchLimit > 0 && result.count > request.fetchLimit { result = Array(result.prefix(request.fetchLimit)) }
-        for path in request.relationshipKeyPathsForPrefetching {
-            for object in result { _ = try? object.value(forKeyPath: path) }
-        }
+        try prefetch(request.relationshipKeyPathsForPrefetching, for: result)
         return result
     }
 
