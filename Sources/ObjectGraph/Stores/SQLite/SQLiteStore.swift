@@ -185,7 +185,7 @@ public final class SQLiteStore: PersistentStore {
     /// field (it showed at the top of a `perf` profile of full fetches).
     private final class RowPlan {
         let entity: EntityDescription
-        var attributes: [(name: String, attribute: AttributeDescription, column: Int)] = []
+        var attributes: [(name: String, attribute: AttributeDescription, column: Int, external: Bool)] = []
         var toOnes: [(name: String, destination: EntityDescription?, column: Int, entityColumn: Int?)] = []
         init(entity: EntityDescription) { self.entity = entity }
     }
@@ -226,7 +226,7 @@ public final class SQLiteStore: PersistentStore {
             for property in mapping.entity.properties where !property.isTransient {
                 guard let name = mapping.columnsByProperty[property.name], let i = index[name] else { continue }
                 if let attribute = property as? AttributeDescription {
-                    plan.attributes.append((attribute.name, attribute, i))
+                    plan.attributes.append((attribute.name, attribute, i, Self.mayStoreExternally(attribute)))
                 } else if let rel = property as? RelationshipDescription {
                     plan.toOnes.append((rel.name, rel.destinationEntity, i, mapping.entityColumnsByRelationship[rel.name].flatMap { index[$0] }))
                 }
@@ -440,8 +440,9 @@ public final class SQLiteStore: PersistentStore {
         guard let pk = column(0).int64Value, let ent = column(1).int64Value, let plan = rowPlan(ent) else { return nil }
         var values: [String: Any] = [:]
         values.reserveCapacity(plan.attributes.count + plan.toOnes.count)
-        for (name, attribute, i) in plan.attributes {
-            if let value = try SQLiteValueCodec.decode(column(i), for: attribute) { values[name] = value }
+        for (name, attribute, i, external) in plan.attributes {
+            let stored = external ? try unframedExternalBinary(column(i), attribute: attribute, entity: plan.entity) : column(i)
+            if let value = try SQLiteValueCodec.decode(stored, for: attribute) { values[name] = value }
         }
         for (name, declared, i, entityColumn) in plan.toOnes {
             guard let key = column(i).int64Value else { continue }
@@ -686,6 +687,120 @@ public final class SQLiteStore: PersistentStore {
         }
     }
 
+    // MARK: - External binary storage
+
+    /// Values of attributes that allow external storage larger than this
+    /// many bytes go to a file of their own; smaller ones stay in the row
+    /// (framed inline). Apple does not document its threshold: 1 MB was
+    /// measured in 2011 (OS X Lion), about 128 KB on iOS since; 128 KiB is
+    /// used here (see SQLITE-LAYOUT.md, "External binary storage").
+    public static let externalBinaryDataThreshold = 128 * 1024
+
+    /// Binary and transformable attributes can be stored externally; the
+    /// flag means nothing on other types.
+    static func mayStoreExternally(_ attribute: AttributeDescription) -> Bool {
+        attribute.allowsExternalBinaryDataStorage && (attribute.attributeType == .binaryData || attribute.attributeType == .transformable)
+    }
+
+    /// `.<StoreName>_SUPPORT/_EXTERNAL_DATA` beside the store file, where
+    /// Core Data keeps externally stored values (StoreName: the file name
+    /// without its extension).
+    public var externalDataDirectory: URL? {
+        guard let url, url.isFileURL else { return nil }
+        let name = url.deletingPathExtension().lastPathComponent
+        return url.deletingLastPathComponent().appendingPathComponent(".\(name)_SUPPORT").appendingPathComponent("_EXTERNAL_DATA")
+    }
+
+    /// The column value the codec decodes for a framed column: the inline
+    /// bytes, or the external file's contents. A BLOB without a valid frame
+    /// is passed through as the value itself.
+    /// - Throws: 260 naming the file, entity and attribute when the
+    ///   referenced file is missing or unreadable; nothing is changed.
+    private func unframedExternalBinary(_ stored: SQLiteValue, attribute: AttributeDescription, entity: EntityDescription) throws -> SQLiteValue {
+        guard case .blob(let bytes) = stored, let frame = SQLiteValueCodec.ExternalBinaryFrame(decoding: bytes) else { return stored }
+        switch frame {
+        case .inline(let value):
+            return .blob(value)
+        case .external(let name):
+            let file = externalDataDirectory?.appendingPathComponent(name)
+            guard let file, let contents = FileManager.default.contents(atPath: file.path) else {
+                let path = file?.path ?? "_EXTERNAL_DATA/\(name)"
+                throw CoreDataError(.fileReadNoSuchFile,
+                                    "the external data file \(path) holding \(entity.name).\(attribute.name) is missing or unreadable",
+                                    userInfo: [CoreDataError.filePathErrorKey: path, CoreDataError.entityNameErrorKey: entity.name,
+                                               CoreDataError.propertyNameErrorKey: attribute.name])
+            }
+            return .blob(contents)
+        }
+    }
+
+    /// Files written by the save in progress (removed if it fails) and files
+    /// its rows stop referencing (removed once it has committed).
+    private var externalFilesWritten: [URL] = []
+    private var externalFilesReleased: [URL] = []
+    /// The framed columns of the row being updated, by attribute name, so an
+    /// unchanged external value keeps its file instead of being copied.
+    private var previousExternalColumns: [String: Data] = [:]
+
+    /// The external-storage attributes of an entity with their columns.
+    private func externalColumns(_ mapping: SQLiteSchema.EntityMapping) -> [(attribute: AttributeDescription, column: String)] {
+        mapping.entity.properties.compactMap { property in
+            guard let attribute = property as? AttributeDescription, !attribute.isTransient, Self.mayStoreExternally(attribute),
+                  let column = mapping.columnsByProperty[attribute.name] else { return nil }
+            return (attribute, column)
+        }
+    }
+
+    /// The framed external-storage columns a row holds now, by attribute name.
+    private func storedExternalColumns(pk: Int64, mapping: SQLiteSchema.EntityMapping, db: SQLiteConnection) throws -> [String: Data] {
+        let columns = externalColumns(mapping)
+        guard !columns.isEmpty else { return [:] }
+        let rows = try db.query("SELECT \(columns.map(\.column).joined(separator: ", ")) FROM \(mapping.tableName) WHERE Z_PK = ?", [.integer(pk)])
+        guard let row = rows.first else { return [:] }
+        var out: [String: Data] = [:]
+        for (index, entry) in columns.enumerated() { if case .blob(let bytes) = row[index] { out[entry.attribute.name] = bytes } }
+        return out
+    }
+
+    private func externalFile(of column: Data?) -> URL? {
+        guard let column, case .external(let name)? = SQLiteValueCodec.ExternalBinaryFrame(decoding: column) else { return nil }
+        return externalDataDirectory?.appendingPathComponent(name)
+    }
+
+    /// The framed column for an encoded value: inline up to the threshold,
+    /// else a new file written now (before the transaction commits). The
+    /// previous file of the row is kept when it holds the same bytes.
+    private func framedExternalBinary(_ bytes: Data, attribute: AttributeDescription, entity: EntityDescription) throws -> Data {
+        let previous = previousExternalColumns[attribute.name]
+        let previousFile = externalFile(of: previous)
+        let framed: Data
+        if bytes.count <= Self.externalBinaryDataThreshold {
+            framed = SQLiteValueCodec.ExternalBinaryFrame.inline(bytes).encoded
+        } else if let previous, let previousFile,
+                  (try? FileManager.default.attributesOfItem(atPath: previousFile.path)[.size] as? NSNumber)?.intValue == bytes.count,
+                  FileManager.default.contents(atPath: previousFile.path) == bytes {
+            return previous
+        } else {
+            guard let directory = externalDataDirectory else {
+                throw CoreDataError(.persistentStoreSave, "no external data folder for \(entity.name).\(attribute.name): the store has no file URL")
+            }
+            let name = UUID().uuidString
+            let file = directory.appendingPathComponent(name)
+            do {
+                try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+                try bytes.write(to: file, options: .atomic)
+            } catch {
+                throw CoreDataError(.persistentStoreSave, "writing the external data file \(file.path) for \(entity.name).\(attribute.name) failed: \(error)",
+                                    userInfo: [CoreDataError.filePathErrorKey: file.path, CoreDataError.underlyingErrorKey: error,
+                                               CoreDataError.propertyNameErrorKey: attribute.name])
+            }
+            externalFilesWritten.append(file)
+            framed = SQLiteValueCodec.ExternalBinaryFrame.external(name).encoded
+        }
+        if let previousFile { externalFilesReleased.append(previousFile) }
+        return framed
+    }
+
     // MARK: - Writing
 
     private func ensureWritable(_ operation: String) throws {
@@ -757,7 +872,9 @@ public final class SQLiteStore: PersistentStore {
                          property: PropertyDescription, column: String) throws -> SQLiteValue {
         let value = snapshot.values[property.name]
         if let attribute = property as? AttributeDescription {
-            return try SQLiteValueCodec.encode(value, for: attribute)
+            let encoded = try SQLiteValueCodec.encode(value, for: attribute)
+            guard Self.mayStoreExternally(attribute), case .blob(let bytes) = encoded else { return encoded }
+            return .blob(try framedExternalBinary(bytes, attribute: attribute, entity: mapping.entity))
         }
         guard let value, !SQLiteValueCodec.isNSNull(value) else { return .null }
         guard let target = value as? ManagedObjectID else {
@@ -809,6 +926,32 @@ public final class SQLiteStore: PersistentStore {
         let uuid = metadataToWrite[SQLiteMetadata.storeUUIDKey] as? String
         let metadataChanged = plist != storedMetadataPlist || uuid != storedUUID
         if request.isEmpty && !metadataChanged { return }
+        externalFilesWritten = []
+        externalFilesReleased = []
+        previousExternalColumns = [:]
+        defer {
+            externalFilesWritten = []
+            externalFilesReleased = []
+            previousExternalColumns = [:]
+        }
+        do {
+            try writeSave(request, metadata: metadataToWrite, metadataChanged: metadataChanged, db: db, schema: schema)
+        } catch {
+            // Rolled back: no row references the files this save wrote.
+            for file in externalFilesWritten { try? FileManager.default.removeItem(at: file) }
+            throw error
+        }
+        // Committed: files no row references any more can go. A crash before
+        // this leaves unreferenced files behind, never a reference without a file.
+        for file in externalFilesReleased { try? FileManager.default.removeItem(at: file) }
+        if metadataChanged {
+            storedMetadataPlist = plist
+            storedUUID = uuid
+        }
+    }
+
+    private func writeSave(_ request: StoreSaveRequest, metadata metadataToWrite: [String: Any], metadataChanged: Bool,
+                           db: SQLiteConnection, schema: SQLiteSchema) throws {
         try wrapSaveErrors {
             try db.transaction {
                 if metadataChanged { try SQLiteMetadata.write(metadataToWrite, to: db) }
@@ -819,12 +962,14 @@ public final class SQLiteStore: PersistentStore {
                 for (id, expected) in request.deleted {
                     let mapping = try mapping(for: id.entity)
                     guard let pk = id.primaryKey else { continue }
+                    let external = try storedExternalColumns(pk: pk, mapping: mapping, db: db)
                     try db.run("DELETE FROM \(mapping.tableName) WHERE Z_PK = ? AND Z_ENT = ? AND Z_OPT = ?",
                                [.integer(pk), .integer(Int64(mapping.number)), .integer(expected)])
                     if db.changes == 0 {
                         conflicts[id] = .some(try currentSnapshot(id, db: db))
                         continue
                     }
+                    for column in external.values { if let file = externalFile(of: column) { externalFilesReleased.append(file) } }
                     try removeJoinRows(of: id, pk: pk, schema: schema, db: db)
                 }
 
@@ -836,6 +981,8 @@ public final class SQLiteStore: PersistentStore {
                     }
                     let statement = updateStatement(mapping)
                     let version = snapshot.version > expected ? snapshot.version : expected + 1
+                    previousExternalColumns = try storedExternalColumns(pk: pk, mapping: mapping, db: db)
+                    defer { previousExternalColumns = [:] }
                     let values = [.integer(version)] + (try bindings(for: snapshot, mapping: mapping, properties: statement.properties))
                         + [.integer(pk), .integer(Int64(mapping.number)), .integer(expected)]
                     try db.run(statement.sql, values)
@@ -884,10 +1031,6 @@ public final class SQLiteStore: PersistentStore {
                                [.integer(key), .integer(Int64(entity)), .integer(key)])
                 }
             }
-        }
-        if metadataChanged {
-            storedMetadataPlist = plist
-            storedUUID = uuid
         }
     }
 
