@@ -16,7 +16,8 @@ extension ManagedObjectContext {
     ///
     /// Objects already loaded are never reloaded, so pending changes stay;
     /// loading is not a change (nothing becomes updated). A destination whose
-    /// row is gone stays a fault (firing it reports 133000).
+    /// row is gone stays a fault (firing it reports 133000). Objects of
+    /// another context are skipped: their faults must load in their own.
     ///
     /// ```swift
     /// let staff = try context.fetch(FetchRequest(entityName: "Employee"))

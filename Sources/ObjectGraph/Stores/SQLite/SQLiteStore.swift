@@ -694,6 +694,10 @@ public final class SQLiteStore: PersistentStore {
     /// (framed inline). Apple does not document its threshold: 1 MB was
     /// measured in 2011 (OS X Lion), about 128 KB on iOS since; 128 KiB is
     /// used here (see SQLITE-LAYOUT.md, "External binary storage").
+    ///
+    /// ```swift
+    /// let goesToAFile = photo.count > SQLiteStore.externalBinaryDataThreshold
+    /// ```
     public static let externalBinaryDataThreshold = 128 * 1024
 
     /// Binary and transformable attributes can be stored externally; the
@@ -704,7 +708,12 @@ public final class SQLiteStore: PersistentStore {
 
     /// `.<StoreName>_SUPPORT/_EXTERNAL_DATA` beside the store file, where
     /// Core Data keeps externally stored values (StoreName: the file name
-    /// without its extension).
+    /// without its extension). Copy it along with the store file.
+    ///
+    /// ```swift
+    /// // /data/Photos.sqlite → /data/.Photos_SUPPORT/_EXTERNAL_DATA
+    /// let folder = store.externalDataDirectory
+    /// ```
     public var externalDataDirectory: URL? {
         guard let url, url.isFileURL else { return nil }
         let name = url.deletingPathExtension().lastPathComponent
