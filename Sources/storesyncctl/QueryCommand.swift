@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import ObjectGraph
 
-/// `storesyncctl query STORE ENTITY [PREDICATE] --model PATH [--sort KEY[:desc]]... [--limit N] [--json]`:
+/// `storesyncctl query STORE ENTITY [PREDICATE] --model PATH [--sort KEY[:desc]]... [--offset N] [--limit N] [--json]`:
 /// a read-only fetch from a Core Data SQLite store (Apple-written ones
 /// included), filtered with Core Data's predicate language.
 ///
@@ -28,6 +28,7 @@ struct QueryCommand: ParsableCommand {
             Examples:
               storesyncctl query Sync.sqlite Bot 'name BEGINSWITH[c] "ios"' --model Model.xcdatamodeld
               storesyncctl query Sync.sqlite Integration 'number > 3' --model Model.xcdatamodeld --sort number:desc --limit 5 --json
+              storesyncctl query Sync.sqlite Integration --model Model.xcdatamodeld --sort number --offset 20 --limit 10
             """
     )
 
@@ -49,11 +50,15 @@ struct QueryCommand: ParsableCommand {
     @Option(help: "At most this many objects.")
     var limit: Int?
 
+    @Option(help: "Skip this many objects first (after sorting; applied before --limit, for paging).")
+    var offset: Int?
+
     @Flag(help: "Print a JSON array of objects instead of a table.")
     var json = false
 
     func validate() throws {
         if let limit, limit <= 0 { throw ValidationError("--limit must be a positive number") }
+        if let offset, offset < 0 { throw ValidationError("--offset must be zero or a positive number") }
     }
 
     /// What a run prints and how it exits; `run()` only performs it, so
@@ -109,6 +114,7 @@ struct QueryCommand: ParsableCommand {
         }
         request.sortDescriptors = try sortKeys.map { try sortDescriptor($0, entityDescription) }
         request.fetchLimit = limit ?? 0
+        request.fetchOffset = offset ?? 0
 
         let sqliteStore = try openStore(model)
         defer { sqliteStore.close() }

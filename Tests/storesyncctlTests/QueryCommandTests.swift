@@ -69,6 +69,49 @@ import Testing
         #expect(try jsonKeys(try run(arguments)) == expected)
     }
 
+    @Test(arguments: [
+        // (predicate, sorts, offset, limit, the same in SQL); limit 0 means none
+        ("", ["number:desc"], 5, 10, "SELECT Z_PK FROM ZINTEGRATION ORDER BY ZNUMBER DESC, Z_PK LIMIT 10 OFFSET 5"),
+        ("result == 'succeeded'", [], 3, 0, "SELECT Z_PK FROM ZINTEGRATION WHERE ZRESULT = 'succeeded' ORDER BY Z_PK LIMIT -1 OFFSET 3"),
+        ("", ["bot.name", "number"], 20, 7,
+         "SELECT i.Z_PK FROM ZINTEGRATION i LEFT JOIN ZBOT b ON b.Z_PK = i.ZBOT ORDER BY b.ZNAME, i.ZNUMBER, i.Z_PK LIMIT 7 OFFSET 20"),
+        ("", ["number"], 0, 4, "SELECT Z_PK FROM ZINTEGRATION ORDER BY ZNUMBER, Z_PK LIMIT 4 OFFSET 0"),
+    ])
+    func offsetMatchesSQL(predicate: String, sorts: [String], offset: Int, limit: Int, sql: String) throws {
+        var arguments = [Self.fixture, "Integration", predicate, "--model", Self.model, "--json", "--offset", String(offset)]
+        for sort in sorts { arguments += ["--sort", sort] }
+        if limit > 0 { arguments += ["--limit", String(limit)] }
+        let expected = try rawKeys(Self.fixture, sql)
+        #expect(!expected.isEmpty)
+        #expect(try jsonKeys(try run(arguments)) == expected)
+    }
+
+    @Test func offsetPagesThroughAFilterFinishedInMemory() throws {
+        // SUBQUERY does not compile: offset and limit are applied in memory after the sort, as SQL would.
+        let predicate = "SUBQUERY(commitChanges, $c, $c.status == 1).@count > 0"
+        let sql = """
+            SELECT Z_PK FROM ZCOMMIT c WHERE EXISTS (SELECT 1 FROM ZCOMMITCHANGE x WHERE x.ZCOMMIT = c.Z_PK AND x.ZSTATUS = 1)
+            ORDER BY ZMESSAGE, Z_PK
+            """
+        let all = try rawKeys(Self.fixture, sql)
+        #expect(all.count > 6)
+        var pages: [Int64] = []
+        for start in stride(from: 0, to: all.count + 3, by: 3) {
+            let page = try jsonKeys(try run([Self.fixture, "Commit", predicate, "--model", Self.model, "--sort", "message",
+                                             "--offset", String(start), "--limit", "3", "--json"]))
+            #expect(page == Array(all.dropFirst(start).prefix(3)))
+            pages += page
+        }
+        #expect(pages == all)
+        // Past the end: nothing, and success.
+        let beyond = try run([Self.fixture, "Commit", predicate, "--model", Self.model, "--offset", String(all.count), "--json"])
+        #expect(try jsonKeys(beyond).isEmpty)
+    }
+
+    @Test func negativeOffsetIsAUsageError() throws {
+        #expect(throws: (any Error).self) { try QueryCommand.parse([Self.fixture, "Commit", "--model", Self.model, "--offset", "-1"]) }
+    }
+
     @Test func commitsAndBotsMatchSQL() throws {
         let merges = try run([Self.fixture, "Commit", "message BEGINSWITH 'Merge'", "--model", Self.model, "--json"])
         #expect(try jsonKeys(merges) == (try rawKeys(Self.fixture, "SELECT Z_PK FROM ZCOMMIT WHERE substr(ZMESSAGE, 1, 5) = 'Merge' ORDER BY Z_PK")))

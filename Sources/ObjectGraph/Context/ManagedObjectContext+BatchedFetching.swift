@@ -30,6 +30,7 @@ extension ManagedObjectContext {
         }
         try checkPropertiesToFetch(request)
         let prefetch = request.relationshipKeyPathsForPrefetching
+        _ = try Self.checkPrefetchPaths(prefetch, from: try resolveEntity(request))
         guard request.fetchBatchSize > 0 else {
             let objects = try matchingObjects(request)
             return FetchedResults(context: self, entries: objects.map { .object($0) }, batchSize: max(1, objects.count), prefetchKeyPaths: [])
@@ -112,9 +113,9 @@ extension ManagedObjectContext {
                 return object
             }
         }
-        for path in paths {
-            for object in objects { _ = try? object.value(forKeyPath: path) }
-        }
+        // A batch has no way to report an error; a failed prefetch leaves
+        // faults that report it when fired.
+        try? prefetch(paths, for: objects)
         return objects
     }
 }

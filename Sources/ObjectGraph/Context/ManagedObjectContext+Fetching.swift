@@ -128,11 +128,10 @@ extension ManagedObjectContext {
     }
 
     /// Loads the relationships `relationshipKeyPathsForPrefetching` names for
-    /// a fetch's results.
+    /// a fetch's results, in batches (`prefetch(_:for:)`).
     func prefetchRelationships(_ request: FetchRequest, _ result: [ManagedObject]) throws {
-        for path in request.relationshipKeyPathsForPrefetching {
-            for object in result { _ = try? object.value(forKeyPath: path) }
-        }
+        guard !request.relationshipKeyPathsForPrefetching.isEmpty else { return }
+        try prefetch(request.relationshipKeyPathsForPrefetching, for: result)
     }
 
     func matches(_ request: FetchRequest, _ object: ManagedObject, variables: [String: Any?] = [:]) throws -> Bool {

@@ -335,12 +335,36 @@ public final class PersistentStoreCoordinator: NSLocking {
     /// The snapshot of one object: cached when younger than `staleness`
     /// (negative: any age), else read from its store; nil when it is gone.
     func snapshot(for id: ManagedObjectID, staleness: TimeInterval) throws -> StoreSnapshot? {
+        try snapshots(for: [id], staleness: staleness)[id]
+    }
+
+    /// `snapshot(for:staleness:)` for many objects: the cache answers what it
+    /// holds fresh enough, and the rest is read with one `snapshots(for:)`
+    /// call per store (prefetching relies on this being one round-trip).
+    /// Rows read are cached; IDs whose rows are gone are absent.
+    func snapshots(for ids: [ManagedObjectID], staleness: TimeInterval) throws -> [ManagedObjectID: StoreSnapshot] {
         try locked {
-            if let hit = rowCache[id], staleness < 0 || now().timeIntervalSince(hit.time) <= staleness { return hit.snapshot }
-            guard let store = id.persistentStore ?? store(withIdentifier: id.storeIdentifier) else { return nil }
-            let found = try store.snapshots(for: [id])[id]
-            if let found { rowCache[id] = (found, now()) } else { rowCache[id] = nil }
-            return found
+            var out: [ManagedObjectID: StoreSnapshot] = [:]
+            var misses: [ManagedObjectID] = []
+            for id in ids {
+                if let hit = rowCache[id], staleness < 0 || now().timeIntervalSince(hit.time) <= staleness {
+                    out[id] = hit.snapshot
+                } else {
+                    misses.append(id)
+                }
+            }
+            guard !misses.isEmpty else { return out }
+            let found = try currentSnapshots(for: misses)
+            let time = now()
+            for id in misses {
+                if let snapshot = found[id] {
+                    rowCache[id] = (snapshot, time)
+                    out[id] = snapshot
+                } else {
+                    rowCache[id] = nil
+                }
+            }
+            return out
         }
     }
 
@@ -389,6 +413,26 @@ public final class PersistentStoreCoordinator: NSLocking {
             let ids = try store.relatedObjectIDs(for: rel, of: id)
             for related in ids where related.persistentStore == nil { related.persistentStore = self.store(withIdentifier: related.storeIdentifier) }
             return ids
+        }
+    }
+
+    /// `relatedObjectIDs(for:of:)` for many owners: one
+    /// `relatedObjectIDs(for:ofAll:)` call per store holding some of them.
+    func relatedObjectIDs(for rel: RelationshipDescription, ofAll ids: [ManagedObjectID]) throws -> [ManagedObjectID: [ManagedObjectID]] {
+        try locked {
+            var byStore: [ObjectIdentifier: (PersistentStore, [ManagedObjectID])] = [:]
+            for id in ids {
+                guard let store = id.persistentStore ?? store(withIdentifier: id.storeIdentifier) else { continue }
+                byStore[ObjectIdentifier(store), default: (store, [])].1.append(id)
+            }
+            var out: [ManagedObjectID: [ManagedObjectID]] = [:]
+            for (store, owners) in byStore.values {
+                for (owner, members) in try store.relatedObjectIDs(for: rel, ofAll: owners) {
+                    for member in members where member.persistentStore == nil { member.persistentStore = self.store(withIdentifier: member.storeIdentifier) }
+                    out[owner] = members
+                }
+            }
+            return out
         }
     }
 

@@ -241,7 +241,12 @@ open class ManagedObject: Hashable, CustomStringConvertible {
             storage[relationship.name] = [ManagedObject]()
             return
         }
-        let members = try context.fetchRelated(relationship, of: self)
+        fulfillToMany(relationship, with: try context.fetchRelated(relationship, of: self))
+    }
+
+    /// Installs the stored membership of a to-many fault, as both current
+    /// and committed value (loading is not a change).
+    func fulfillToMany(_ relationship: RelationshipDescription, with members: [ManagedObject]) {
         unloadedToMany.remove(relationship.name)
         storage[relationship.name] = members
         committed[relationship.name] = members

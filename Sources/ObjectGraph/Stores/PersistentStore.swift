@@ -13,7 +13,8 @@ import Foundation
 ///   coordinator finishes the job in memory: the answer is the same either way.
 /// - `snapshots(for:)` fires faults: current values of objects by ID; a
 ///   missing ID is absent from the result (the context reports 133000).
-/// - `relatedObjectIDs(for:of:)` fires to-many faults.
+/// - `relatedObjectIDs(for:of:)` fires to-many faults;
+///   `relatedObjectIDs(for:ofAll:)` fires them for many owners (prefetching).
 /// - `newObjectIDs(for:count:)` allocates permanent IDs (Z_MAX for SQLite).
 /// - `save(_:)` writes one context save in one transaction, checking
 ///   optimistic-locking versions (`StoreVersionConflict`).
@@ -104,6 +105,25 @@ open class PersistentStore {
 
     open func relatedObjectIDs(for relationship: RelationshipDescription, of id: ManagedObjectID) throws -> [ManagedObjectID] {
         throw Self.unsupported("relatedObjectIDs(for:of:)")
+    }
+
+    /// The members of `relationship` for many owners at once: what
+    /// relationship prefetching asks for, so a store that can answer in one
+    /// query (SQLite) does not pay one round-trip per owner. Owners with no
+    /// members may be absent or map to an empty array; members keep the
+    /// order `relatedObjectIDs(for:of:)` gives them. The default asks that
+    /// method owner by owner, which is right for stores that hold their
+    /// objects in memory.
+    ///
+    /// ```swift
+    /// let employees = department.entity.relationshipsByName["employees"]!
+    /// let byOwner = try store.relatedObjectIDs(for: employees, ofAll: departmentIDs)
+    /// let firstMembers = byOwner[departmentIDs[0]] ?? []
+    /// ```
+    open func relatedObjectIDs(for relationship: RelationshipDescription, ofAll ids: [ManagedObjectID]) throws -> [ManagedObjectID: [ManagedObjectID]] {
+        var out: [ManagedObjectID: [ManagedObjectID]] = [:]
+        for id in ids { out[id] = try relatedObjectIDs(for: relationship, of: id) }
+        return out
     }
 
     open func newObjectIDs(for entity: EntityDescription, count: Int) throws -> [ManagedObjectID] {

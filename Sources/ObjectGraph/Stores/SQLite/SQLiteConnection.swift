@@ -33,6 +33,10 @@ public final class SQLiteConnection {
     private var handle: OpaquePointer?
     private var statementCache: [String: SQLiteStatement] = [:]
     private var transactionDepth = 0
+    /// Prepared statements run on this connection (counted at their first
+    /// step), so tests can prove a code path issues O(levels) queries rather
+    /// than one per object. `execute(_:)` text (BEGIN, COMMIT) is not counted.
+    var executedStatementCount = 0
 
     /// Opens the file. `busyTimeout` is how long a statement waits for another
     /// connection's lock before failing with 134090; `journalMode` ("WAL" by

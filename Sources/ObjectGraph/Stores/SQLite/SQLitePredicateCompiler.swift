@@ -344,7 +344,9 @@ struct SQLitePredicateCompiler {
         case .string: return .string
         case .date: return .date
         case .uuid: return .uuid
-        case .binaryData: return .data
+        // A column that may hold Apple's external-storage framing (a marker
+        // byte, maybe a file reference) does not hold the value itself.
+        case .binaryData: return attribute.allowsExternalBinaryDataStorage ? nil : .data
         case .uri: return .url
         case .decimal, .transformable, .undefined, .objectID: return nil
         }

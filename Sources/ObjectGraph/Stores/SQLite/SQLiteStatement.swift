@@ -127,6 +127,8 @@ public final class SQLiteStatement {
 
     /// Advances one row; true while a row is available.
     public func step() throws -> Bool {
+        // Not busy means this step starts a new execution of the statement.
+        if sqlite3_stmt_busy(handle) == 0 { connection.executedStatementCount += 1 }
         let rc = sqlite3_step(handle)
         switch rc {
         case SQLITE_ROW: return true

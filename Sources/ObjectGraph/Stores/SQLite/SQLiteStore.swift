@@ -185,7 +185,7 @@ public final class SQLiteStore: PersistentStore {
     /// field (it showed at the top of a `perf` profile of full fetches).
     final class RowPlan {
         let entity: EntityDescription
-        var attributes: [(name: String, attribute: AttributeDescription, column: Int)] = []
+        var attributes: [(name: String, attribute: AttributeDescription, column: Int, external: Bool)] = []
         var toOnes: [(name: String, destination: EntityDescription?, column: Int, entityColumn: Int?)] = []
         init(entity: EntityDescription) { self.entity = entity }
     }
@@ -226,7 +226,7 @@ public final class SQLiteStore: PersistentStore {
             for property in mapping.entity.properties where !property.isTransient {
                 guard let name = mapping.columnsByProperty[property.name], let i = index[name] else { continue }
                 if let attribute = property as? AttributeDescription {
-                    plan.attributes.append((attribute.name, attribute, i))
+                    plan.attributes.append((attribute.name, attribute, i, Self.mayStoreExternally(attribute)))
                 } else if let rel = property as? RelationshipDescription {
                     plan.toOnes.append((rel.name, rel.destinationEntity, i, mapping.entityColumnsByRelationship[rel.name].flatMap { index[$0] }))
                 }
@@ -397,6 +397,13 @@ public final class SQLiteStore: PersistentStore {
         return try openConnection().0.dataVersion()
     }
 
+    /// Statements run on the store's connection so far (see
+    /// `SQLiteConnection.executedStatementCount`); tests count queries with it.
+    var executedStatementCount: Int {
+        lock.lock(); defer { lock.unlock() }
+        return connection?.executedStatementCount ?? 0
+    }
+
     // MARK: - Reading
 
     func openConnection() throws -> (SQLiteConnection, SQLiteSchema) {
@@ -433,8 +440,9 @@ public final class SQLiteStore: PersistentStore {
         guard let pk = column(0).int64Value, let ent = column(1).int64Value, let plan = rowPlan(ent) else { return nil }
         var values: [String: Any] = [:]
         values.reserveCapacity(plan.attributes.count + plan.toOnes.count)
-        for (name, attribute, i) in plan.attributes {
-            if let value = try SQLiteValueCodec.decode(column(i), for: attribute) { values[name] = value }
+        for (name, attribute, i, external) in plan.attributes {
+            let stored = external ? try unframedExternalBinary(column(i), attribute: attribute, entity: plan.entity) : column(i)
+            if let value = try SQLiteValueCodec.decode(stored, for: attribute) { values[name] = value }
         }
         for (name, declared, i, entityColumn) in plan.toOnes {
             guard let key = column(i).int64Value else { continue }
@@ -604,6 +612,84 @@ public final class SQLiteStore: PersistentStore {
         return []
     }
 
+    /// The members of a to-many for many owners in one query per 500
+    /// owners (`IN (…)`), ordered as `relatedObjectIDs(for:of:)` orders them
+    /// for one owner: the owner's key leads the `ORDER BY`, so each owner's
+    /// members come out contiguous and in their own order. To-ones are
+    /// already in the owners' rows and take the per-owner default.
+    public override func relatedObjectIDs(for relationship: RelationshipDescription, ofAll ids: [ManagedObjectID]) throws -> [ManagedObjectID: [ManagedObjectID]] {
+        guard relationship.isToMany else { return try super.relatedObjectIDs(for: relationship, ofAll: ids) }
+        lock.lock(); defer { lock.unlock() }
+        let (db, schema) = try openConnection()
+        let storeID = identifier
+        var out: [ManagedObjectID: [ManagedObjectID]] = [:]
+        // Owners of one entity go together: the inverse's entity column
+        // (a to-one into a hierarchy) must match the owner's own entity.
+        var byEntity: [Int: [ManagedObjectID]] = [:]
+        for id in ids where id.storeIdentifier == storeID && id.primaryKey != nil {
+            guard let mapping = schema.entity(named: id.entity.name) else { continue }
+            out[id] = []
+            byEntity[mapping.number, default: []].append(id)
+        }
+        guard let destination = relationship.destinationEntity, let destMapping = schema.entity(named: destination.name),
+              let destTable = schema.table(named: destMapping.tableName) else { return out }
+        let entityFilter = "t.\(entityNumbersSQL(destMapping.numbersIncludingSubentities))"
+
+        // SQL with `%@` standing for the owner-key placeholders; column 0 is
+        // the owner's key, columns 1 and 2 the member's Z_PK and Z_ENT.
+        let template: String
+        var extraBindings: (Int) -> [SQLiteValue] = { _ in [] }
+        if let join = schema.joinTable(for: relationship) {
+            let (mine, theirs) = join.relationship === relationship ? (join.firstColumn, join.secondColumn) : (join.secondColumn, join.firstColumn)
+            let order = join.orderColumn.map { ", j.\($0)" } ?? ", t.Z_PK"
+            template = "SELECT j.\(mine), t.Z_PK, t.Z_ENT FROM \(join.name) j JOIN \(destTable.name) t ON t.Z_PK = j.\(theirs) WHERE j.\(mine) IN (%@) AND \(entityFilter) ORDER BY j.\(mine)\(order)"
+        } else if let inverse = relationship.inverseRelationship, !inverse.isToMany {
+            guard let column = destMapping.columnsByProperty[inverse.name] else { return out }
+            var sql = "SELECT t.\(column), t.Z_PK, t.Z_ENT FROM \(destTable.name) t WHERE t.\(column) IN (%@) AND \(entityFilter)"
+            if let entityColumn = destMapping.entityColumnsByRelationship[inverse.name] {
+                sql += " AND t.\(entityColumn) = ?"
+                extraBindings = { [.integer(Int64($0))] }
+            }
+            let fok = "Z_FOK_" + inverse.name.uppercased()
+            if relationship.isOrdered, destTable.column(named: fok) != nil {
+                sql += " ORDER BY t.\(column), t.\(fok), t.Z_PK"
+            } else {
+                sql += " ORDER BY t.\(column), t.Z_PK"
+            }
+            template = sql
+        } else if let owner = relationship.entity, let hidden = schema.hiddenOwnerColumns["\(owner.name).\(relationship.name)"] {
+            template = "SELECT t.\(hidden.column), t.Z_PK, t.Z_ENT FROM \(hidden.table) t WHERE t.\(hidden.column) IN (%@) AND \(entityFilter) ORDER BY t.\(hidden.column), t.Z_PK"
+        } else {
+            return out
+        }
+
+        for (entityNumber, owners) in byEntity {
+            for chunkStart in stride(from: 0, to: owners.count, by: Self.ownerChunkSize) {
+                let chunk = owners[chunkStart..<min(chunkStart + Self.ownerChunkSize, owners.count)]
+                var ownerByKey: [Int64: ManagedObjectID] = [:]
+                for id in chunk { ownerByKey[id.primaryKey!] = id }
+                let placeholders = Array(repeating: "?", count: chunk.count).joined(separator: ", ")
+                let sql = template.replacingOccurrences(of: "%@", with: placeholders)
+                // One statement text per chunk size: uncached, like other `IN` lists.
+                let statement = try db.prepareUncached(sql)
+                try statement.forEachRow(chunk.map { .integer($0.primaryKey!) } + extraBindings(entityNumber)) { row in
+                    guard let ownerKey = row.column(0).int64Value, let owner = ownerByKey[ownerKey],
+                          let pk = row.column(1).int64Value, let ent = row.column(2).int64Value,
+                          let memberMapping = entityByNumber[Int(ent)] else { return }
+                    let member = ManagedObjectID(entity: memberMapping.entity, storeIdentifier: storeID, primaryKey: pk)
+                    member.persistentStore = self
+                    out[owner, default: []].append(member)
+                }
+            }
+        }
+        return out
+    }
+
+    /// Owner keys per `IN (…)` list: well under SQLite's default limit of
+    /// 32,766 bound parameters (999 before 3.32), and the same chunk size
+    /// `snapshots(for:)` uses.
+    static let ownerChunkSize = 500
+
     private func ids(from rows: [[SQLiteValue]]) -> [ManagedObjectID] {
         let storeID = identifier
         return rows.compactMap { row in
@@ -612,6 +698,129 @@ public final class SQLiteStore: PersistentStore {
             id.persistentStore = self
             return id
         }
+    }
+
+    // MARK: - External binary storage
+
+    /// Values of attributes that allow external storage larger than this
+    /// many bytes go to a file of their own; smaller ones stay in the row
+    /// (framed inline). Apple does not document its threshold: 1 MB was
+    /// measured in 2011 (OS X Lion), about 128 KB on iOS since; 128 KiB is
+    /// used here (see SQLITE-LAYOUT.md, "External binary storage").
+    ///
+    /// ```swift
+    /// let goesToAFile = photo.count > SQLiteStore.externalBinaryDataThreshold
+    /// ```
+    public static let externalBinaryDataThreshold = 128 * 1024
+
+    /// Binary and transformable attributes can be stored externally; the
+    /// flag means nothing on other types.
+    static func mayStoreExternally(_ attribute: AttributeDescription) -> Bool {
+        attribute.allowsExternalBinaryDataStorage && (attribute.attributeType == .binaryData || attribute.attributeType == .transformable)
+    }
+
+    /// `.<StoreName>_SUPPORT/_EXTERNAL_DATA` beside the store file, where
+    /// Core Data keeps externally stored values (StoreName: the file name
+    /// without its extension). Copy it along with the store file.
+    ///
+    /// ```swift
+    /// // /data/Photos.sqlite → /data/.Photos_SUPPORT/_EXTERNAL_DATA
+    /// let folder = store.externalDataDirectory
+    /// ```
+    public var externalDataDirectory: URL? {
+        guard let url, url.isFileURL else { return nil }
+        let name = url.deletingPathExtension().lastPathComponent
+        return url.deletingLastPathComponent().appendingPathComponent(".\(name)_SUPPORT").appendingPathComponent("_EXTERNAL_DATA")
+    }
+
+    /// The column value the codec decodes for a framed column: the inline
+    /// bytes, or the external file's contents. A BLOB without a valid frame
+    /// is passed through as the value itself.
+    /// - Throws: 260 naming the file, entity and attribute when the
+    ///   referenced file is missing or unreadable; nothing is changed.
+    private func unframedExternalBinary(_ stored: SQLiteValue, attribute: AttributeDescription, entity: EntityDescription) throws -> SQLiteValue {
+        guard case .blob(let bytes) = stored, let frame = SQLiteValueCodec.ExternalBinaryFrame(decoding: bytes) else { return stored }
+        switch frame {
+        case .inline(let value):
+            return .blob(value)
+        case .external(let name):
+            let file = externalDataDirectory?.appendingPathComponent(name)
+            guard let file, let contents = FileManager.default.contents(atPath: file.path) else {
+                let path = file?.path ?? "_EXTERNAL_DATA/\(name)"
+                throw CoreDataError(.fileReadNoSuchFile,
+                                    "the external data file \(path) holding \(entity.name).\(attribute.name) is missing or unreadable",
+                                    userInfo: [CoreDataError.filePathErrorKey: path, CoreDataError.entityNameErrorKey: entity.name,
+                                               CoreDataError.propertyNameErrorKey: attribute.name])
+            }
+            return .blob(contents)
+        }
+    }
+
+    /// Files written by the save in progress (removed if it fails) and files
+    /// its rows stop referencing (removed once it has committed).
+    private var externalFilesWritten: [URL] = []
+    private var externalFilesReleased: [URL] = []
+    /// The framed columns of the row being updated, by attribute name, so an
+    /// unchanged external value keeps its file instead of being copied.
+    private var previousExternalColumns: [String: Data] = [:]
+
+    /// The external-storage attributes of an entity with their columns.
+    private func externalColumns(_ mapping: SQLiteSchema.EntityMapping) -> [(attribute: AttributeDescription, column: String)] {
+        mapping.entity.properties.compactMap { property in
+            guard let attribute = property as? AttributeDescription, !attribute.isTransient, Self.mayStoreExternally(attribute),
+                  let column = mapping.columnsByProperty[attribute.name] else { return nil }
+            return (attribute, column)
+        }
+    }
+
+    /// The framed external-storage columns a row holds now, by attribute name.
+    private func storedExternalColumns(pk: Int64, mapping: SQLiteSchema.EntityMapping, db: SQLiteConnection) throws -> [String: Data] {
+        let columns = externalColumns(mapping)
+        guard !columns.isEmpty else { return [:] }
+        let rows = try db.query("SELECT \(columns.map(\.column).joined(separator: ", ")) FROM \(mapping.tableName) WHERE Z_PK = ?", [.integer(pk)])
+        guard let row = rows.first else { return [:] }
+        var out: [String: Data] = [:]
+        for (index, entry) in columns.enumerated() { if case .blob(let bytes) = row[index] { out[entry.attribute.name] = bytes } }
+        return out
+    }
+
+    private func externalFile(of column: Data?) -> URL? {
+        guard let column, case .external(let name)? = SQLiteValueCodec.ExternalBinaryFrame(decoding: column) else { return nil }
+        return externalDataDirectory?.appendingPathComponent(name)
+    }
+
+    /// The framed column for an encoded value: inline up to the threshold,
+    /// else a new file written now (before the transaction commits). The
+    /// previous file of the row is kept when it holds the same bytes.
+    private func framedExternalBinary(_ bytes: Data, attribute: AttributeDescription, entity: EntityDescription) throws -> Data {
+        let previous = previousExternalColumns[attribute.name]
+        let previousFile = externalFile(of: previous)
+        let framed: Data
+        if bytes.count <= Self.externalBinaryDataThreshold {
+            framed = SQLiteValueCodec.ExternalBinaryFrame.inline(bytes).encoded
+        } else if let previous, let previousFile,
+                  (try? FileManager.default.attributesOfItem(atPath: previousFile.path)[.size] as? NSNumber)?.intValue == bytes.count,
+                  FileManager.default.contents(atPath: previousFile.path) == bytes {
+            return previous
+        } else {
+            guard let directory = externalDataDirectory else {
+                throw CoreDataError(.persistentStoreSave, "no external data folder for \(entity.name).\(attribute.name): the store has no file URL")
+            }
+            let name = UUID().uuidString
+            let file = directory.appendingPathComponent(name)
+            do {
+                try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+                try bytes.write(to: file, options: .atomic)
+            } catch {
+                throw CoreDataError(.persistentStoreSave, "writing the external data file \(file.path) for \(entity.name).\(attribute.name) failed: \(error)",
+                                    userInfo: [CoreDataError.filePathErrorKey: file.path, CoreDataError.underlyingErrorKey: error,
+                                               CoreDataError.propertyNameErrorKey: attribute.name])
+            }
+            externalFilesWritten.append(file)
+            framed = SQLiteValueCodec.ExternalBinaryFrame.external(name).encoded
+        }
+        if let previousFile { externalFilesReleased.append(previousFile) }
+        return framed
     }
 
     // MARK: - Writing
@@ -685,7 +894,9 @@ public final class SQLiteStore: PersistentStore {
                          property: PropertyDescription, column: String) throws -> SQLiteValue {
         let value = snapshot.values[property.name]
         if let attribute = property as? AttributeDescription {
-            return try SQLiteValueCodec.encode(value, for: attribute)
+            let encoded = try SQLiteValueCodec.encode(value, for: attribute)
+            guard Self.mayStoreExternally(attribute), case .blob(let bytes) = encoded else { return encoded }
+            return .blob(try framedExternalBinary(bytes, attribute: attribute, entity: mapping.entity))
         }
         guard let value, !SQLiteValueCodec.isNSNull(value) else { return .null }
         guard let target = value as? ManagedObjectID else {
@@ -737,6 +948,32 @@ public final class SQLiteStore: PersistentStore {
         let uuid = metadataToWrite[SQLiteMetadata.storeUUIDKey] as? String
         let metadataChanged = plist != storedMetadataPlist || uuid != storedUUID
         if request.isEmpty && !metadataChanged { return }
+        externalFilesWritten = []
+        externalFilesReleased = []
+        previousExternalColumns = [:]
+        defer {
+            externalFilesWritten = []
+            externalFilesReleased = []
+            previousExternalColumns = [:]
+        }
+        do {
+            try writeSave(request, metadata: metadataToWrite, metadataChanged: metadataChanged, db: db, schema: schema)
+        } catch {
+            // Rolled back: no row references the files this save wrote.
+            for file in externalFilesWritten { try? FileManager.default.removeItem(at: file) }
+            throw error
+        }
+        // Committed: files no row references any more can go. A crash before
+        // this leaves unreferenced files behind, never a reference without a file.
+        for file in externalFilesReleased { try? FileManager.default.removeItem(at: file) }
+        if metadataChanged {
+            storedMetadataPlist = plist
+            storedUUID = uuid
+        }
+    }
+
+    private func writeSave(_ request: StoreSaveRequest, metadata metadataToWrite: [String: Any], metadataChanged: Bool,
+                           db: SQLiteConnection, schema: SQLiteSchema) throws {
         try wrapSaveErrors {
             try db.transaction {
                 if metadataChanged { try SQLiteMetadata.write(metadataToWrite, to: db) }
@@ -747,12 +984,14 @@ public final class SQLiteStore: PersistentStore {
                 for (id, expected) in request.deleted {
                     let mapping = try mapping(for: id.entity)
                     guard let pk = id.primaryKey else { continue }
+                    let external = try storedExternalColumns(pk: pk, mapping: mapping, db: db)
                     try db.run("DELETE FROM \(mapping.tableName) WHERE Z_PK = ? AND Z_ENT = ? AND Z_OPT = ?",
                                [.integer(pk), .integer(Int64(mapping.number)), .integer(expected)])
                     if db.changes == 0 {
                         conflicts[id] = .some(try currentSnapshot(id, db: db))
                         continue
                     }
+                    for column in external.values { if let file = externalFile(of: column) { externalFilesReleased.append(file) } }
                     try removeJoinRows(of: id, pk: pk, schema: schema, db: db)
                 }
 
@@ -764,6 +1003,8 @@ public final class SQLiteStore: PersistentStore {
                     }
                     let statement = updateStatement(mapping)
                     let version = snapshot.version > expected ? snapshot.version : expected + 1
+                    previousExternalColumns = try storedExternalColumns(pk: pk, mapping: mapping, db: db)
+                    defer { previousExternalColumns = [:] }
                     let values = [.integer(version)] + (try bindings(for: snapshot, mapping: mapping, properties: statement.properties))
                         + [.integer(pk), .integer(Int64(mapping.number)), .integer(expected)]
                     try db.run(statement.sql, values)
@@ -812,10 +1053,6 @@ public final class SQLiteStore: PersistentStore {
                                [.integer(key), .integer(Int64(entity)), .integer(key)])
                 }
             }
-        }
-        if metadataChanged {
-            storedMetadataPlist = plist
-            storedUUID = uuid
         }
     }
 

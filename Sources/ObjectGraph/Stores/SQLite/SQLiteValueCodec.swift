@@ -13,7 +13,7 @@ import Foundation
 /// | string | VARCHAR | text |
 /// | URI | VARCHAR | absolute string |
 /// | UUID | BLOB | 16 bytes |
-/// | binary | BLOB | bytes |
+/// | binary | BLOB | bytes; with external storage allowed, framed (`ExternalBinaryFrame`) by the store |
 /// | transformable | BLOB | the transformer's data |
 ///
 /// ```swift
@@ -164,6 +164,64 @@ public enum SQLiteValueCodec {
             }
         case .undefined, .objectID:
             throw unreadable()
+        }
+    }
+
+    // MARK: - External binary storage framing
+
+    /// What the BLOB column of an attribute that allows external storage
+    /// (`allowsExternalBinaryDataStorage`) holds, in Core Data's framing:
+    /// a marker byte, then either the value's bytes (0x01) or the name of
+    /// the file holding them (0x02: a UUID in ASCII, NUL-terminated) in the
+    /// store's `.<StoreName>_SUPPORT/_EXTERNAL_DATA/` folder. See
+    /// SQLITE-LAYOUT.md ("External binary storage") for the sources.
+    ///
+    /// ```swift
+    /// let column = SQLiteValueCodec.ExternalBinaryFrame.inline(Data([7, 8])).encoded   // 01 07 08
+    /// SQLiteValueCodec.ExternalBinaryFrame(decoding: column)                             // .inline(07 08)
+    /// ```
+    public enum ExternalBinaryFrame: Equatable, Sendable {
+        case inline(Data)
+        /// The external file's name (an uppercase UUID string).
+        case external(String)
+
+        public static let inlineMarker: UInt8 = 0x01
+        public static let externalMarker: UInt8 = 0x02
+
+        /// The framed column bytes.
+        public var encoded: Data {
+            switch self {
+            case .inline(let bytes):
+                var out = Data(capacity: bytes.count + 1)
+                out.append(Self.inlineMarker)
+                out.append(bytes)
+                return out
+            case .external(let name):
+                var out = Data([Self.externalMarker])
+                out.append(contentsOf: Array(name.utf8))
+                out.append(0)
+                return out
+            }
+        }
+
+        /// Reads a framed column. Nil for bytes that are not framed: an
+        /// empty BLOB, an unknown marker, or a reference that is not a UUID
+        /// (a file name is never taken from the column unchecked, so a
+        /// crafted row cannot point outside `_EXTERNAL_DATA`). A reference
+        /// is accepted with or without its NUL terminator.
+        public init?(decoding column: Data) {
+            guard let marker = column.first else { return nil }
+            let rest = column.dropFirst()
+            switch marker {
+            case Self.inlineMarker:
+                self = .inline(Data(rest))
+            case Self.externalMarker:
+                let text = rest.last == 0 ? rest.dropLast() : rest
+                guard let name = String(bytes: text, encoding: .ascii), UUID(uuidString: name) != nil else { return nil }
+                self = .external(name)
+            default:
+                return nil
+            }
         }
     }
 
