@@ -26,8 +26,8 @@ struct QueryOutput {
         var rows = [header]
         for snapshot in snapshots {
             var row = [snapshot.objectID.uriRepresentation.absoluteString]
-            row += attributes.map { Self.text(snapshot.values[$0.name]) }
-            row += toOnes.map { (snapshot.values[$0.name] as? ManagedObjectID)?.uriRepresentation.absoluteString ?? "nil" }
+            row += attributes.map { Self.text(snapshot[$0.name]) }
+            row += toOnes.map { (snapshot[$0.name] as? ManagedObjectID)?.uriRepresentation.absoluteString ?? "nil" }
             rows.append(row)
         }
         let widths = header.indices.map { column in rows.map { $0[column].count }.max() ?? 0 }
@@ -73,9 +73,9 @@ struct QueryOutput {
         objects.reserveCapacity(snapshots.count)
         for snapshot in snapshots {
             var object: [String: Any] = ["objectID": snapshot.objectID.uriRepresentation.absoluteString]
-            for attribute in attributes { object[attribute.name] = Self.jsonValue(snapshot.values[attribute.name]) }
+            for attribute in attributes { object[attribute.name] = Self.jsonValue(snapshot[attribute.name]) }
             for rel in toOnes {
-                object[rel.name] = (snapshot.values[rel.name] as? ManagedObjectID)?.uriRepresentation.absoluteString ?? NSNull()
+                object[rel.name] = (snapshot[rel.name] as? ManagedObjectID)?.uriRepresentation.absoluteString ?? NSNull()
             }
             for rel in toManys {
                 object[rel.name] = try store.relatedObjectIDs(for: rel, of: snapshot.objectID).map { $0.uriRepresentation.absoluteString }

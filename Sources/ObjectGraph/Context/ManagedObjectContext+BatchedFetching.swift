@@ -73,7 +73,7 @@ extension ManagedObjectContext {
                     add(.id(snapshot.objectID), .object(registered))
                 } else {
                     if let rowFilter { guard try rowFilter.matches(snapshot.values) else { continue } }
-                    add(.id(snapshot.objectID), .row(sortKeys.map { snapshot.values[$0] }))
+                    add(.id(snapshot.objectID), .row(sortKeys.map { snapshot[$0] }))
                 }
             }
         }

@@ -79,14 +79,14 @@ extension ManagedObjectContext {
 
                 for object in inserted {
                     let store = try self.store(for: object)
-                    let values = storedValues(of: object, finalID)
+                    let snapshot = StoreSnapshot(objectID: finalID(object), version: 1, slots: storedSlots(of: object, finalID))
                     let toMany = toManyChanges(of: object, finalID, onlyChanged: false)
                     edit(store) { r in
-                        r.inserted.append(StoreSnapshot(objectID: finalID(object), version: 1, values: values))
+                        r.inserted.append(snapshot)
                         r.toManyChanges += toMany
                     }
-                    changeSet.inserted.append(ObjectChange(objectID: finalID(object), entityName: object.entity.name,
-                                                           changes: values.mapValues { PropertyChange(oldValue: nil, newValue: $0) }))
+                    changeSet.inserted.append(ObjectChange(objectID: snapshot.objectID, entityName: object.entity.name,
+                                                           changes: snapshot.values.mapValues { PropertyChange(oldValue: nil, newValue: $0) }))
                 }
                 writtenUpdates = []
                 writtenUpdateSet = []
@@ -95,7 +95,7 @@ extension ManagedObjectContext {
                     let changes = propertyChanges(of: object, finalID)
                     let toMany = toManyChanges(of: object, finalID, onlyChanged: true)
                     if changes.isEmpty && toMany.isEmpty && !lockedSet.contains(object) { continue }
-                    let snapshot = StoreSnapshot(objectID: object.objectID, version: object.storeVersion + 1, values: storedValues(of: object, finalID))
+                    let snapshot = StoreSnapshot(objectID: object.objectID, version: object.storeVersion + 1, slots: storedSlots(of: object, finalID))
                     edit(store) { r in
                         r.updated.append((snapshot, object.storeVersion))
                         r.toManyChanges += toMany
@@ -238,18 +238,27 @@ extension ManagedObjectContext {
         }
     }
 
-    func storedValues(of object: ManagedObject, _ finalID: (ManagedObject) -> ManagedObjectID, committed: Bool = false) -> [String: Any] {
-        // Starts from the object's own dictionary (shared, not copied) and
-        // edits only what a snapshot holds differently: to-ones become IDs,
-        // to-manys and transients leave. An object of attributes alone is
-        // written without building a new dictionary.
-        var out = committed ? object.committed : object.storage
-        for key in object.layout.nonSnapshotKeys where out[key] != nil { out[key] = nil }
-        for rel in object.layout.toOneRelationships {
-            guard let value = out[rel.name] else { continue }
-            if let d = value as? ManagedObject, !(deletedSet.contains(d) && !committed) { out[rel.name] = finalID(d) } else { out[rel.name] = nil }
+    /// An object's values as a snapshot holds them: the snapshot slots of
+    /// its current (or committed) values, to-ones as IDs (deleted
+    /// destinations as nil unless `committed`). The slots are the object's
+    /// own, shared, when it has no to-one to translate.
+    func storedSlots(of object: ManagedObject, _ finalID: (ManagedObject) -> ManagedObjectID, committed: Bool = false) -> [Any?] {
+        let source = committed ? object.committed : object.storage
+        let layout = object.layout
+        var slots = source.slots
+        if slots.count != layout.snapshotSlotCount {
+            if slots.count > layout.snapshotSlotCount { slots.removeSubrange(layout.snapshotSlotCount...) }
+            else { slots += repeatElement(nil, count: layout.snapshotSlotCount - slots.count) }
         }
-        return out
+        for slot in layout.toOneSlots {
+            guard let value = slots[slot] else { continue }
+            if let d = value as? ManagedObject, !(deletedSet.contains(d) && !committed) { slots[slot] = finalID(d) } else { slots[slot] = nil }
+        }
+        return slots
+    }
+
+    func storedValues(of object: ManagedObject, _ finalID: (ManagedObject) -> ManagedObjectID, committed: Bool = false) -> [String: Any] {
+        StoreSnapshot(objectID: object.objectID, version: 0, slots: storedSlots(of: object, finalID, committed: committed)).values
     }
 
     func propertyChanges(of object: ManagedObject, _ finalID: (ManagedObject) -> ManagedObjectID) -> [String: PropertyChange] {

@@ -265,16 +265,16 @@ public final class ManagedObjectContext: NSLocking {
         if let entry = registry[id], entry.object == nil { registry[id] = nil }
     }
 
-    /// Turns stored snapshot values into object values (to-one IDs to objects).
-    func values(from snapshot: StoreSnapshot) -> [String: Any] {
-        var out = snapshot.values
-        // Only to-one relationships hold IDs; visiting just those keeps the
-        // attribute values' storage shared with the snapshot (no copy, no
-        // dynamic cast per attribute).
-        for rel in EntityLayout.of(snapshot.objectID.entity).toOneRelationships {
-            if let id = out[rel.name] as? ManagedObjectID { out[rel.name] = objectForID(id) }
+    /// Turns stored snapshot values into object values (to-one IDs to
+    /// objects). The slots are shared with the snapshot until a to-one is
+    /// replaced, so a row of attributes becomes an object's values as is.
+    func values(from snapshot: StoreSnapshot) -> PropertyValues {
+        let layout = EntityLayout.of(snapshot.objectID.entity)
+        var values = PropertyValues(layout: layout, slots: snapshot.slots)
+        for slot in layout.toOneSlots {
+            if let id = values[slot: slot] as? ManagedObjectID { values[slot: slot] = objectForID(id) }
         }
-        return out
+        return values
     }
 
     func withChangeProcessingDisabled(_ body: () -> Void) {

@@ -66,6 +66,10 @@ public final class EntityDescription: CustomStringConvertible, Sequence {
     /// Where the entity was declared in a model file, and its parent's name
     /// until the hierarchy is resolved.
     var sourceLine: Int?
+    /// The entity's `EntityLayout` and the model-edit generation it was
+    /// built at; guarded by `EntityLayout`'s lock.
+    var cachedLayout: EntityLayout?
+    var cachedLayoutGeneration: UInt64 = 0
     var parentEntityName: String?
 
     public init(name: String) {
@@ -237,6 +241,7 @@ public final class EntityDescription: CustomStringConvertible, Sequence {
 
     /// Traps when the owning model is in use (X-01, MOM-00d).
     func ensureEditable(_ field: String) {
+        EntityLayout.modelWillChange()
         guard let model = managedObjectModel, !model.isEditable else { return }
         fatalError("ObjectGraph: cannot set \(field) of entity '\(name)': its managed object model is in use by a persistent store coordinator; copy() the model to edit it (X-01)")
     }

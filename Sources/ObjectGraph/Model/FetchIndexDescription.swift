@@ -29,6 +29,7 @@ public final class FetchIndexDescription: CustomStringConvertible {
     }
 
     func ensureEditable(_ field: String) {
+        EntityLayout.modelWillChange()
         guard let model = entity?.managedObjectModel, !model.isEditable else { return }
         fatalError("ObjectGraph: cannot set \(field) of fetch index '\(name)': its managed object model is in use by a persistent store coordinator; copy() the model to edit it (X-01)")
     }

@@ -245,6 +245,7 @@ public final class ManagedObjectModel: CustomStringConvertible, Sequence {
 
     /// Traps when the model is in use (X-01, MOM-00d).
     func ensureEditable(_ field: String) {
+        EntityLayout.modelWillChange()
         guard !isEditable else { return }
         fatalError("ObjectGraph: cannot change \(field) of a managed object model in use by a persistent store coordinator; copy() the model to edit it (MOM-00d)")
     }

@@ -105,6 +105,7 @@ public class PropertyDescription: CustomStringConvertible {
 
     /// Traps when the owning model is in use (X-01, MOM-00d).
     func ensureEditable(_ field: String) {
+        EntityLayout.modelWillChange()
         guard let model = entity?.managedObjectModel, !model.isEditable else { return }
         let owner = entity.map { "\($0.name)." } ?? ""
         fatalError("ObjectGraph: cannot set \(field) of property '\(owner)\(name)': its managed object model is in use by a persistent store coordinator; copy() the model to edit it (X-01)")

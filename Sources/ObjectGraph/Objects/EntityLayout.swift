@@ -5,7 +5,9 @@ import Foundation
 /// coordinator uses the model); managed objects look keys up on every access,
 /// so they use this cache instead, built once per entity of a frozen model.
 final class EntityLayout {
-    let entity: EntityDescription
+    /// Unowned: the entity keeps its layout (`cachedLayout`), and everything
+    /// holding a layout also holds the entity.
+    unowned let entity: EntityDescription
     let propertiesByName: [String: PropertyDescription]
     let attributesByName: [String: AttributeDescription]
     let relationshipsByName: [String: RelationshipDescription]
@@ -27,6 +29,17 @@ final class EntityLayout {
     /// Stored to-one relationships: the keys a snapshot holds object IDs under.
     let toOneRelationships: [RelationshipDescription]
 
+    /// Where each property's value lives in `PropertyValues` and
+    /// `StoreSnapshot`: stored attributes and stored to-one relationships
+    /// first, in the entity's order (the snapshot's slots, `snapshotSlotCount`
+    /// of them), then stored to-manys, then transient properties. Fetched
+    /// properties have no slot.
+    let slotProperties: [PropertyDescription]
+    let slotIndex: [String: Int]
+    let snapshotSlotCount: Int
+    /// The slots of `toOneRelationships`.
+    let toOneSlots: [Int]
+
     init(entity: EntityDescription) {
         self.entity = entity
         let props = entity.properties
@@ -45,19 +58,38 @@ final class EntityLayout {
         nonSnapshotKeys = props.filter { $0.isTransient || ($0 as? RelationshipDescription)?.isToMany == true }.map(\.name)
         hasTransientProperties = props.contains { $0.isTransient && !($0 is FetchedPropertyDescription) }
         attributesWithDefaults = attributes.filter { $0.defaultValue != nil }
+
+        let stored = props.filter { !$0.isTransient && !($0 is FetchedPropertyDescription) }
+        let snapshotPart = stored.filter { ($0 as? RelationshipDescription)?.isToMany != true }
+        let toManyPart = stored.filter { ($0 as? RelationshipDescription)?.isToMany == true }
+        let transientPart = props.filter { $0.isTransient && !($0 is FetchedPropertyDescription) }
+        slotProperties = snapshotPart + toManyPart + transientPart
+        var index: [String: Int] = [:]
+        for (i, p) in slotProperties.enumerated() { index[p.name] = i }
+        slotIndex = index
+        snapshotSlotCount = snapshotPart.count
+        toOneSlots = toOneRelationships.compactMap { index[$0.name] }
     }
 
     private static let lock = NSLock()
-    nonisolated(unsafe) private static var cache: [ObjectIdentifier: EntityLayout] = [:]
+    /// Bumped by every edit of any model object (each `ensureEditable`), so
+    /// layouts of editable entities are rebuilt only after an edit. Entities
+    /// of a frozen model never change; theirs are built once.
+    nonisolated(unsafe) private static var editGeneration: UInt64 = 0
 
-    /// The layout of `entity`; cached only once its model is frozen, since an
-    /// editable entity may still change.
+    static func modelWillChange() {
+        lock.lock(); editGeneration &+= 1; lock.unlock()
+    }
+
+    /// The layout of `entity`, kept on the entity itself (so it lives and
+    /// dies with it) and rebuilt when a model was edited since.
     static func of(_ entity: EntityDescription) -> EntityLayout {
-        guard let model = entity.managedObjectModel, !model.isEditable else { return EntityLayout(entity: entity) }
+        let frozen = entity.managedObjectModel.map { !$0.isEditable } ?? false
         lock.lock(); defer { lock.unlock() }
-        if let hit = cache[ObjectIdentifier(entity)], hit.entity === entity { return hit }
+        if let hit = entity.cachedLayout, frozen || entity.cachedLayoutGeneration == editGeneration { return hit }
         let layout = EntityLayout(entity: entity)
-        cache[ObjectIdentifier(entity)] = layout
+        entity.cachedLayout = layout
+        entity.cachedLayoutGeneration = editGeneration
         return layout
     }
 }

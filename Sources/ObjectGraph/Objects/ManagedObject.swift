@@ -30,9 +30,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// Current values of loaded properties: attribute values, to-one
     /// destinations (`ManagedObject`), to-many members (`[ManagedObject]`).
-    var storage: [String: Any] = [:]
+    var storage: PropertyValues
     /// The last fetched or saved values, same shapes (CHG-08).
-    var committed: [String: Any] = [:]
+    var committed: PropertyValues
     /// To-many relationships not loaded yet: relationship faults (FLT-08).
     var unloadedToMany: Set<String> = []
     /// Keys set through will/did-change since the last save or fetch.
@@ -62,7 +62,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// set-up in `awakeFromInsert`/`awakeFromFetch` (LIFE-13).
     public required init(entity: EntityDescription, insertInto context: ManagedObjectContext?) {
         self.entity = entity
-        self.layout = EntityLayout.of(entity)
+        let layout = EntityLayout.of(entity)
+        self.layout = layout
+        self.storage = PropertyValues(layout: layout)
+        self.committed = PropertyValues(layout: layout)
         self.objectID = ManagedObjectID(temporaryFor: entity)
         if let context {
             do { try context.insertChecked(self) } catch { preconditionFailure("ObjectGraph: \(error)") }
@@ -207,7 +210,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// Replaces the object's values with a stored snapshot (PRIM-07: no
     /// notifications, no tracking) and calls `awakeFromFetch`.
-    func load(values: [String: Any], version: Int64, context: ManagedObjectContext) {
+    func load(values: PropertyValues, version: Int64, context: ManagedObjectContext) {
         faultingState = 1
         storage = values
         committed = values
@@ -225,8 +228,8 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         faultingState = 1
         willTurnIntoFault()
         fetchedValues = [:]
-        storage = [:]
-        committed = [:]
+        storage.removeAll()
+        committed.removeAll()
         changedKeys = []
         unloadedToMany = Set(layout.toManyNames)
         isFault = true
@@ -253,18 +256,6 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     }
 
     // MARK: - Values
-
-    /// The persistent values as a store snapshot holds them (to-ones as IDs).
-    func snapshotValues() -> [String: Any] {
-        var out: [String: Any] = [:]
-        for attribute in layout.attributes where !attribute.isTransient {
-            if let v = storage[attribute.name] { out[attribute.name] = v }
-        }
-        for rel in layout.relationships where !rel.isToMany && !rel.isTransient {
-            if let dest = storage[rel.name] as? ManagedObject { out[rel.name] = dest.objectID }
-        }
-        return out
-    }
 
     /// Equality of stored representations: values by value, objects by identity.
     /// Member lists compare as sets, or in order when `ordered`.

@@ -55,10 +55,10 @@ public final class StoreRecord: KeyValueCoding, CustomStringConvertible {
                 toMany[key] = members
                 return members
             }
-            guard let target = snapshot?.values[key] as? ManagedObjectID else { return nil }
+            guard let target = snapshot?[key] as? ManagedObjectID else { return nil }
             return reader.record(for: target, snapshot: nil)
         }
-        let value = snapshot?.values[key]
+        let value = snapshot?[key]
         return nilIfNSNull(value)
     }
 

@@ -8,22 +8,73 @@ import Foundation
 /// the destination's `ManagedObjectID` (absent means nil). To-many
 /// relationships are not in a snapshot; stores answer them through
 /// `PersistentStore.relatedObjectIDs(for:of:)`. Transient properties are
-/// never in a snapshot.
+/// never in a snapshot, and keys that are not stored attributes or to-one
+/// relationships of the object's entity are ignored.
+///
+/// Internally the values sit in slots in the entity's layout order, the
+/// same order a managed object keeps them in, so a fetched row becomes an
+/// object's values without rebuilding a dictionary; `values` and the
+/// subscript are views of those slots.
 ///
 /// ```swift
 /// let row = StoreSnapshot(objectID: id, version: 1, values: ["name": "Sales"])
+/// row["name"] as? String   // "Sales"
 /// ```
 public struct StoreSnapshot {
     public var objectID: ManagedObjectID
     /// The optimistic-locking version (SQLite's `Z_OPT`): 1 after the first
     /// save, and one more after each save that changes the object.
     public var version: Int64
-    public var values: [String: Any]
+    /// One value per `EntityLayout.slotProperties` entry of the snapshot
+    /// part (`snapshotSlotCount` of them) for `objectID.entity`.
+    var slots: [Any?]
 
     public init(objectID: ManagedObjectID, version: Int64, values: [String: Any]) {
         self.objectID = objectID
         self.version = version
-        self.values = values
+        let layout = EntityLayout.of(objectID.entity)
+        var slots = [Any?](repeating: nil, count: layout.snapshotSlotCount)
+        for (key, value) in values {
+            if let i = layout.slotIndex[key], i < slots.count { slots[i] = nilIfNSNull(value) }
+        }
+        self.slots = slots
+    }
+
+    /// A snapshot from values already in slot order (stores that build rows
+    /// with `EntityLayout`, and saves).
+    init(objectID: ManagedObjectID, version: Int64, slots: [Any?]) {
+        self.objectID = objectID
+        self.version = version
+        self.slots = slots
+    }
+
+    /// The values by property name, nil values left out.
+    public var values: [String: Any] {
+        get {
+            let layout = EntityLayout.of(objectID.entity)
+            var out: [String: Any] = [:]
+            out.reserveCapacity(slots.count)
+            for (i, value) in slots.enumerated() where i < layout.snapshotSlotCount {
+                if let value { out[layout.slotProperties[i].name] = value }
+            }
+            return out
+        }
+        set { self = StoreSnapshot(objectID: objectID, version: version, values: newValue) }
+    }
+
+    /// The value of one stored attribute or to-one relationship; nil when
+    /// unset or not a snapshot key.
+    public subscript(key: String) -> Any? {
+        get {
+            guard let i = EntityLayout.of(objectID.entity).slotIndex[key], i < slots.count else { return nil }
+            return slots[i]
+        }
+        set {
+            let layout = EntityLayout.of(objectID.entity)
+            guard let i = layout.slotIndex[key], i < layout.snapshotSlotCount else { return }
+            if slots.count < layout.snapshotSlotCount { slots += repeatElement(nil, count: layout.snapshotSlotCount - slots.count) }
+            slots[i] = nilIfNSNull(newValue)
+        }
     }
 }
 

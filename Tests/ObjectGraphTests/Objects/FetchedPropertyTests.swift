@@ -38,7 +38,8 @@ import Testing
             // Read-only; never stored.
             #expect(throws: CoreDataError.self) { try sales.setValue([], forKey: "wellPaid") }
             #expect(throws: CoreDataError.self) { try sales.mutableSetValue(forKey: "wellPaid") }
-            #expect(sales.snapshotValues()["wellPaid"] == nil)
+            #expect(context.storedValues(of: sales, { $0.objectID })["wellPaid"] == nil)
+            #expect(sales.layout.slotIndex["wellPaid"] == nil)
         }
     }
 }

@@ -64,9 +64,9 @@ open class AtomicStore: PersistentStore {
     open func updateCacheNode(_ node: AtomicStoreCacheNode, from snapshot: StoreSnapshot) {
         var cache = node.propertyCache ?? [:]
         let layout = EntityLayout.of(node.objectID.entity)
-        for attribute in layout.attributes where !attribute.isTransient { cache[attribute.name] = snapshot.values[attribute.name] }
+        for attribute in layout.attributes where !attribute.isTransient { cache[attribute.name] = snapshot[attribute.name] }
         for rel in layout.relationships where !rel.isToMany && !rel.isTransient {
-            cache[rel.name] = (snapshot.values[rel.name] as? ManagedObjectID).flatMap { nodes[$0] }
+            cache[rel.name] = (snapshot[rel.name] as? ManagedObjectID).flatMap { nodes[$0] }
         }
         node.propertyCache = cache
     }

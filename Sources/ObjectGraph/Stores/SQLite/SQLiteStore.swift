@@ -185,9 +185,14 @@ public final class SQLiteStore: PersistentStore {
     /// field (it showed at the top of a `perf` profile of full fetches).
     final class RowPlan {
         let entity: EntityDescription
-        var attributes: [(name: String, attribute: AttributeDescription, column: Int, external: Bool)] = []
-        var toOnes: [(name: String, destination: EntityDescription?, column: Int, entityColumn: Int?)] = []
-        init(entity: EntityDescription) { self.entity = entity }
+        /// `slot`: where the value goes in the snapshot (`EntityLayout`).
+        var attributes: [(name: String, attribute: AttributeDescription, column: Int, external: Bool, slot: Int)] = []
+        var toOnes: [(name: String, destination: EntityDescription?, column: Int, entityColumn: Int?, slot: Int)] = []
+        let slotCount: Int
+        init(entity: EntityDescription) {
+            self.entity = entity
+            slotCount = EntityLayout.of(entity).snapshotSlotCount
+        }
     }
     private var rowPlans: [RowPlan?] = []
 
@@ -223,12 +228,14 @@ public final class SQLiteStore: PersistentStore {
             var index: [String: Int] = [:]
             for (i, c) in table.columns.enumerated() { index[c.name] = i }
             let plan = RowPlan(entity: mapping.entity)
+            let layout = EntityLayout.of(mapping.entity)
             for property in mapping.entity.properties where !property.isTransient {
-                guard let name = mapping.columnsByProperty[property.name], let i = index[name] else { continue }
+                guard let name = mapping.columnsByProperty[property.name], let i = index[name],
+                      let slot = layout.slotIndex[property.name], slot < layout.snapshotSlotCount else { continue }
                 if let attribute = property as? AttributeDescription {
-                    plan.attributes.append((attribute.name, attribute, i, Self.mayStoreExternally(attribute)))
+                    plan.attributes.append((attribute.name, attribute, i, Self.mayStoreExternally(attribute), slot))
                 } else if let rel = property as? RelationshipDescription {
-                    plan.toOnes.append((rel.name, rel.destinationEntity, i, mapping.entityColumnsByRelationship[rel.name].flatMap { index[$0] }))
+                    plan.toOnes.append((rel.name, rel.destinationEntity, i, mapping.entityColumnsByRelationship[rel.name].flatMap { index[$0] }, slot))
                 }
             }
             rowPlans[mapping.number] = plan
@@ -438,24 +445,23 @@ public final class SQLiteStore: PersistentStore {
     /// caller: `identifier` looks it up in `metadata` on every call.
     private func snapshot(storeID: String, _ column: (Int) -> SQLiteValue) throws -> StoreSnapshot? {
         guard let pk = column(0).int64Value, let ent = column(1).int64Value, let plan = rowPlan(ent) else { return nil }
-        var values: [String: Any] = [:]
-        values.reserveCapacity(plan.attributes.count + plan.toOnes.count)
-        for (name, attribute, i, external) in plan.attributes {
+        var slots = [Any?](repeating: nil, count: plan.slotCount)
+        for (_, attribute, i, external, slot) in plan.attributes {
             let stored = external ? try unframedExternalBinary(column(i), attribute: attribute, entity: plan.entity) : column(i)
-            if let value = try SQLiteValueCodec.decode(stored, for: attribute) { values[name] = value }
+            slots[slot] = try SQLiteValueCodec.decode(stored, for: attribute)
         }
-        for (name, declared, i, entityColumn) in plan.toOnes {
+        for (_, declared, i, entityColumn, slot) in plan.toOnes {
             guard let key = column(i).int64Value else { continue }
             var destination = declared
             if let entityColumn, let n = column(entityColumn).int64Value, let other = rowPlan(n) { destination = other.entity }
             guard let destination else { continue }
             let target = ManagedObjectID(entity: destination, storeIdentifier: storeID, primaryKey: key)
             target.persistentStore = self
-            values[name] = target
+            slots[slot] = target
         }
         let id = ManagedObjectID(entity: plan.entity, storeIdentifier: storeID, primaryKey: pk)
         id.persistentStore = self
-        return StoreSnapshot(objectID: id, version: column(2).int64Value ?? 0, values: values)
+        return StoreSnapshot(objectID: id, version: column(2).int64Value ?? 0, slots: slots)
     }
 
     func entityNumbersSQL(_ numbers: [Int]) -> String {
@@ -892,7 +898,7 @@ public final class SQLiteStore: PersistentStore {
     /// The value to bind for one column of a snapshot's row.
     private func binding(for snapshot: StoreSnapshot, mapping: SQLiteSchema.EntityMapping,
                          property: PropertyDescription, column: String) throws -> SQLiteValue {
-        let value = snapshot.values[property.name]
+        let value = snapshot[property.name]
         if let attribute = property as? AttributeDescription {
             let encoded = try SQLiteValueCodec.encode(value, for: attribute)
             guard Self.mayStoreExternally(attribute), case .blob(let bytes) = encoded else { return encoded }

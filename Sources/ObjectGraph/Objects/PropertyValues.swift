@@ -1,0 +1,61 @@
+import Foundation
+
+/// The values of one object's modeled properties, one slot per property in
+/// the order `EntityLayout.slotProperties` gives: what a managed object
+/// holds (current and committed values) and, for the snapshot part, what a
+/// `StoreSnapshot` holds. Slots instead of a `[String: Any]` because every
+/// fetched row, every `setValue` and every save touches each value: an
+/// array indexed by position is filled, copied (copy-on-write, so the
+/// committed values share the current ones until a change) and read
+/// without hashing a key or growing a table.
+///
+/// Access by name looks the slot up in the layout; hot paths use
+/// `subscript(slot:)`. An empty value (a fault's) has no slots; reading past
+/// the end is nil and writing grows the array to the layout's size.
+struct PropertyValues {
+    let layout: EntityLayout
+    private(set) var slots: [Any?]
+
+    init(layout: EntityLayout) {
+        self.layout = layout
+        self.slots = []
+    }
+
+    init(layout: EntityLayout, slots: [Any?]) {
+        self.layout = layout
+        self.slots = slots
+    }
+
+    /// The value of a modeled property; nil for unknown keys.
+    subscript(key: String) -> Any? {
+        get {
+            guard let i = layout.slotIndex[key], i < slots.count else { return nil }
+            return slots[i]
+        }
+        set {
+            guard let i = layout.slotIndex[key] else { return }
+            self[slot: i] = newValue
+        }
+    }
+
+    subscript(slot i: Int) -> Any? {
+        get { i < slots.count ? slots[i] : nil }
+        set {
+            if i >= slots.count {
+                if newValue == nil { return }
+                slots.append(contentsOf: repeatElement(nil, count: layout.slotProperties.count - slots.count))
+            }
+            slots[i] = newValue
+        }
+    }
+
+    /// Removes and returns the value of `key`.
+    @discardableResult
+    mutating func removeValue(forKey key: String) -> Any? {
+        let old = self[key]
+        self[key] = nil
+        return old
+    }
+
+    mutating func removeAll() { slots = [] }
+}
