@@ -428,9 +428,9 @@ public final class ManagedObjectContext: NSLocking {
         if modeled { recordUndo(.change(object, key, oldValue)) }
     }
 
-    func recordUndo(_ record: UndoRecord) {
+    func recordUndo(_ record: @autoclosure () -> UndoRecord) {
         guard let manager = undoManager, manager.isUndoRegistrationEnabled else { return }
-        pendingUndo.append(record)
+        pendingUndo.append(record())
     }
 
     /// Processes changes since the last call (MOC-PP-01): runs delete rules

@@ -9,9 +9,44 @@ enum ModelValue {
         switch (a, b) {
         case (nil, nil): return true
         case (nil, _), (_, nil): return false
-        case let (x as AnyHashable, y as AnyHashable): return x == y
-        default: return false
+        case let (x?, y?):
+            if let same = sameTypeEqual(x, y) { return same }
+            guard let x = x as? AnyHashable, let y = y as? AnyHashable else { return false }
+            return x == y
         }
+    }
+
+    /// Equality of two attribute values of the same common Swift type,
+    /// decided by comparing type identities and casting to that exact type;
+    /// nil when the types differ or are not among them. Casting an `Any` to
+    /// `AnyHashable` (or to a class, which on Linux tries bridging) costs far
+    /// more, and every `setValue` compares the new value with the old one.
+    static func sameTypeEqual(_ a: Any, _ b: Any) -> Bool? {
+        let type = Swift.type(of: a)
+        guard type == Swift.type(of: b) else { return nil }
+        if type == String.self { return (a as! String) == (b as! String) }
+        if type == Int64.self { return (a as! Int64) == (b as! Int64) }
+        if type == Double.self { return (a as! Double).bitPattern == (b as! Double).bitPattern || (a as! Double) == (b as! Double) }
+        if type == Int32.self { return (a as! Int32) == (b as! Int32) }
+        if type == Int16.self { return (a as! Int16) == (b as! Int16) }
+        if type == Int.self { return (a as! Int) == (b as! Int) }
+        if type == Bool.self { return (a as! Bool) == (b as! Bool) }
+        if type == Date.self { return (a as! Date) == (b as! Date) }
+        if type == Float.self { return (a as! Float).bitPattern == (b as! Float).bitPattern || (a as! Float) == (b as! Float) }
+        if type == Decimal.self { return (a as! Decimal) == (b as! Decimal) }
+        if type == Data.self { return (a as! Data) == (b as! Data) }
+        if type == UUID.self { return (a as! UUID) == (b as! UUID) }
+        if type == URL.self { return (a as! URL) == (b as! URL) }
+        return nil
+    }
+
+    /// True when `value`'s type is one of the plain attribute value types
+    /// (never an optional, collection or object), by type identity alone.
+    static func isPlainValue(_ value: Any) -> Bool {
+        let type = Swift.type(of: value)
+        return type == String.self || type == Int64.self || type == Double.self || type == Int32.self || type == Int16.self
+            || type == Int.self || type == Bool.self || type == Date.self || type == Float.self || type == Decimal.self
+            || type == Data.self || type == UUID.self || type == URL.self
     }
 
     /// Parses Xcode's `defaultValueString` for an attribute type.

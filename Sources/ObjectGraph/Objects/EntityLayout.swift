@@ -39,6 +39,8 @@ final class EntityLayout {
     let snapshotSlotCount: Int
     /// The slots of `toOneRelationships`.
     let toOneSlots: [Int]
+    /// The relationship in each slot (nil for attributes), read without a cast.
+    let slotRelationships: [RelationshipDescription?]
 
     init(entity: EntityDescription) {
         self.entity = entity
@@ -69,6 +71,7 @@ final class EntityLayout {
         slotIndex = index
         snapshotSlotCount = snapshotPart.count
         toOneSlots = toOneRelationships.compactMap { index[$0.name] }
+        slotRelationships = slotProperties.map { $0 as? RelationshipDescription }
     }
 
     private static let lock = NSLock()

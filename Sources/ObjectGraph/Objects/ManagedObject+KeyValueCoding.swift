@@ -17,19 +17,20 @@ extension ManagedObject {
     /// let name = try employee.value(forKey: "firstName") as? String
     /// ```
     public final func value(forKey key: String) throws -> Any? {
-        guard let property = layout.propertiesByName[key] else { return try value(forUndefinedKey: key) }
-        if let fetched = property as? FetchedPropertyDescription {
-            guard let context = managedObjectContext else { return nil }
-            return try context.fetchedPropertyValue(fetched, of: self)
+        // One lookup finds the slot; the property comes from the slot.
+        guard let slot = layout.slotIndex[key] else {
+            if let fetched = layout.fetchedPropertiesByName[key] {
+                guard let context = managedObjectContext else { return nil }
+                return try context.fetchedPropertyValue(fetched, of: self)
+            }
+            return try value(forUndefinedKey: key)
         }
-        try fireFaultIfNeeded()
-        willAccessValue(forKey: key)
-        defer { didAccessValue(forKey: key) }
-        if let rel = property as? RelationshipDescription, rel.isToMany {
+        if isFault { try fireFaultIfNeeded() }
+        if let rel = layout.slotRelationships[slot], rel.isToMany {
             try loadToMany(rel)
-            return ManagedObject.publicValue(storage[key], rel)
+            return ManagedObject.publicValue(storage[slot: slot], rel)
         }
-        return storage[key]
+        return storage[slot: slot]
     }
 
     /// Sets a modeled property with change notification, change tracking and
@@ -55,12 +56,13 @@ extension ManagedObject {
             throw CoreDataError(.managedObjectValidation, "The property '\(key)' of entity \(entity.name) is read-only", userInfo: [CoreDataError.validationKeyErrorKey: key])
         }
         try ensureUsable()
-        try fireFaultIfNeeded()
+        if isFault { try fireFaultIfNeeded() }
         if let attribute = property as? AttributeDescription {
             let coerced = try ManagedObject.coerce(value, for: attribute, entityName: entity.name)
-            if ManagedObject.valuesEqual(storage[key], coerced) { return }
+            let slot = layout.slotIndex[key]!
+            if ManagedObject.valuesEqual(storage[slot: slot], coerced) { return }
             willChangeValue(forKey: key)
-            storage[key] = coerced
+            storage[slot: slot] = coerced
             didChangeValue(forKey: key)
         } else if let rel = property as? RelationshipDescription {
             if rel.isToMany {
@@ -288,7 +290,7 @@ extension ManagedObject {
     /// Objects a context forgot (reset, rolled-back insert, saved delete) keep
     /// their values but can no longer change: nothing would track the change.
     func ensureUsable() throws {
-        if managedObjectContext == nil && wasForgotten {
+        if wasForgotten && managedObjectContext == nil {
             throw CoreDataError(.managedObjectContextReferentialIntegrity, "The \(entity.name) object \(objectID) is no longer registered with a context (reset, rolled back or deleted) and cannot be changed")
         }
     }
@@ -327,6 +329,7 @@ extension ManagedObject {
     /// Unwraps an optional hidden inside `Any?` (a typed `String?` passed on).
     static func flatten(_ value: Any?) -> Any? {
         guard let value else { return nil }
+        if ModelValue.isPlainValue(value) { return value }
         // A protocol cast, not `Mirror`: reflection allocated on every setValue.
         guard let optional = value as? OptionalValue else { return value }
         return flatten(optional.wrappedAny)

@@ -260,9 +260,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Equality of stored representations: values by value, objects by identity.
     /// Member lists compare as sets, or in order when `ordered`.
     static func valuesEqual(_ a: Any?, _ b: Any?, ordered: Bool = false) -> Bool {
+        guard let a, let b else { return a == nil && b == nil }
+        if let same = ModelValue.sameTypeEqual(a, b) { return same }
         switch (a, b) {
-        case (nil, nil): return true
-        case (nil, _), (_, nil): return false
         case let (x as ManagedObject, y as ManagedObject): return x === y
         case let (x as [ManagedObject], y as [ManagedObject]):
             guard x.count == y.count else { return false }
