@@ -160,7 +160,8 @@ extension ManagedObjectContext {
             commitValues(object)
         }
         for object in updatedSet where !writtenUpdateSet.contains(object) { commitValues(object) }
-        let committedInserted = insertedSet, committedUpdated = updatedSet.union(writtenUpdates), committedDeleted = deletedSet
+        let committedInserted = insertedSet, committedDeleted = deletedSet
+        let committedUpdated = writtenUpdates.isEmpty ? updatedSet : updatedSet.union(writtenUpdates)
         for object in committedDeleted { unregister(object) }
         for object in forgottenInserts { unregister(object) }
         forgottenInserts.removeAll()
@@ -169,8 +170,12 @@ extension ManagedObjectContext {
         pendingUndo.removeAll()
         undoManager?.removeAllActions()
         isSaving = false
-        for object in committedInserted.union(committedUpdated).union(committedDeleted) { object.didSave() }
-        post(Self.didSaveNotification, inserted: committedInserted, updated: Set(committedUpdated), deleted: committedDeleted,
+        // Three passes instead of a union of the sets: building a set of every
+        // saved object retained and released each one again.
+        for object in committedInserted { object.didSave() }
+        for object in committedUpdated where !committedInserted.contains(object) { object.didSave() }
+        for object in committedDeleted where !committedInserted.contains(object) && !committedUpdated.contains(object) { object.didSave() }
+        post(Self.didSaveNotification, inserted: committedInserted, updated: committedUpdated, deleted: committedDeleted,
              extra: [Self.changeSetKey: changeSet])
     }
 

@@ -455,12 +455,14 @@ public final class ManagedObjectContext: NSLocking {
             manager.registerUndo { [weak self] in self?.applyUndo(records) }
         }
         pendingUndo.removeAll()
-        let inserted = pendingInserted.intersection(insertedSet)
-        let deleted = pendingDeleted.intersection(deletedSet)
-        let updated = pendingUpdated.subtracting(inserted).subtracting(deleted).filter { $0.managedObjectContext === self && !insertedSet.contains($0) && !deletedSet.contains($0) }
+        // Usually every pending insert is still inserted: then the pending set
+        // itself is the answer, without building a copy of it.
+        let inserted = pendingInserted.allSatisfy(insertedSet.contains) ? pendingInserted : pendingInserted.intersection(insertedSet)
+        let deleted = pendingDeleted.allSatisfy(deletedSet.contains) ? pendingDeleted : pendingDeleted.intersection(deletedSet)
+        let updated = pendingUpdated.filter { $0.managedObjectContext === self && !insertedSet.contains($0) && !deletedSet.contains($0) }
         let refreshed = pendingRefreshed
         pendingInserted.removeAll(); pendingUpdated.removeAll(); pendingDeleted.removeAll(); pendingRefreshed.removeAll()
-        post(Self.objectsDidChangeNotification, inserted: inserted, updated: Set(updated), deleted: deleted, refreshed: refreshed)
+        post(Self.objectsDidChangeNotification, inserted: inserted, updated: updated, deleted: deleted, refreshed: refreshed)
     }
 
     // MARK: - Undo (MOC-UN-*)

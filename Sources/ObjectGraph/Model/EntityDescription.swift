@@ -69,6 +69,9 @@ public final class EntityDescription: CustomStringConvertible, Sequence {
     /// The entity's `EntityLayout` and the model-edit generation it was
     /// built at; guarded by `EntityLayout`'s lock.
     var cachedLayout: EntityLayout?
+    /// Set once when the model freezes, before any context can use it, and
+    /// never changed: read without the lock on every object and row.
+    private(set) var frozenLayout: EntityLayout?
     var cachedLayoutGeneration: UInt64 = 0
     var parentEntityName: String?
 
@@ -193,6 +196,7 @@ public final class EntityDescription: CustomStringConvertible, Sequence {
             relationshipsByName: byName.compactMapValues { $0 as? RelationshipDescription },
             fetchedPropertiesByName: byName.compactMapValues { $0 as? FetchedPropertyDescription },
             versionHash: VersionHasher.hash(of: self))
+        frozenLayout = EntityLayout(entity: self)
     }
 
     // MARK: - Copying

@@ -93,6 +93,8 @@ enum ModelValue {
 
     /// True when `value` is of the Swift type an attribute of `type` holds.
     static func isValid(_ value: Any, for type: AttributeType) -> Bool {
+        // The exact type, by identity, answers the common case without a cast.
+        if let exact = exactSwiftType(type), Swift.type(of: value) == exact { return true }
         switch type {
         case .integer16: return value is Int16
         case .integer32: return value is Int32
@@ -107,6 +109,25 @@ enum ModelValue {
         case .uuid: return value is UUID
         case .uri: return value is URL
         case .transformable, .objectID, .undefined: return true
+        }
+    }
+
+    /// The one Swift type values of an attribute type have, when there is one.
+    static func exactSwiftType(_ type: AttributeType) -> Any.Type? {
+        switch type {
+        case .integer16: return Int16.self
+        case .integer32: return Int32.self
+        case .integer64: return Int64.self
+        case .decimal: return Decimal.self
+        case .double: return Double.self
+        case .float: return Float.self
+        case .string: return String.self
+        case .boolean: return Bool.self
+        case .date: return Date.self
+        case .binaryData: return Data.self
+        case .uuid: return UUID.self
+        case .uri: return URL.self
+        case .transformable, .objectID, .undefined: return nil
         }
     }
 }

@@ -87,6 +87,7 @@ final class EntityLayout {
     /// The layout of `entity`, kept on the entity itself (so it lives and
     /// dies with it) and rebuilt when a model was edited since.
     static func of(_ entity: EntityDescription) -> EntityLayout {
+        if let layout = entity.frozenLayout { return layout }
         let frozen = entity.managedObjectModel.map { !$0.isEditable } ?? false
         lock.lock(); defer { lock.unlock() }
         if let hit = entity.cachedLayout, frozen || entity.cachedLayoutGeneration == editGeneration { return hit }

@@ -343,8 +343,10 @@ extension ManagedObject {
     /// Converts a value to the Swift type of an attribute when that is exact
     /// (VAL-02, KVC-06), else throws naming entity and key.
     static func coerce(_ value: Any?, for attribute: AttributeDescription, entityName: String) throws -> Any? {
-        guard let value, !isNSNull(value) else { return nil }
+        guard let value else { return nil }
         let type = attribute.attributeType
+        if let exact = ModelValue.exactSwiftType(type), Swift.type(of: value) == exact { return value }
+        if isNSNull(value) { return nil }
         if ModelValue.isValid(value, for: type) { return value }
         var converted: Any?
         func integer(_ v: Any) -> Int64? {

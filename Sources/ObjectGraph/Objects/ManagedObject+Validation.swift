@@ -100,9 +100,12 @@ extension ManagedObject {
     /// Every property in turn (VAL-11), all failures gathered (VAL-15).
     func validateAllProperties() throws {
         var errors: [Error] = []
-        for property in layout.propertiesByName.values where !(property is FetchedPropertyDescription) {
-            if let rel = property as? RelationshipDescription, rel.isToMany, unloadedToMany.contains(rel.name) { continue }
-            var value: Any? = ManagedObject.publicValue(storage[property.name], property as? RelationshipDescription)
+        // In slot order (every modeled property but fetched ones), so errors
+        // come in the entity's property order and values are read by index.
+        for (slot, property) in layout.slotProperties.enumerated() {
+            let rel = layout.slotRelationships[slot]
+            if let rel, rel.isToMany, unloadedToMany.contains(rel.name) { continue }
+            var value: Any? = rel == nil ? storage[slot: slot] : ManagedObject.publicValue(storage[slot: slot], rel)
             do { try validateValue(&value, forKey: property.name) } catch { errors.append(error) }
         }
         if let error = CoreDataError.combining(errors) { throw error }

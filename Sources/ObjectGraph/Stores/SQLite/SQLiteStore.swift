@@ -898,7 +898,11 @@ public final class SQLiteStore: PersistentStore {
     /// The value to bind for one column of a snapshot's row.
     private func binding(for snapshot: StoreSnapshot, mapping: SQLiteSchema.EntityMapping,
                          property: PropertyDescription, column: String) throws -> SQLiteValue {
-        let value = snapshot[property.name]
+        // By slot: the snapshot's layout is its entity's, the same as the
+        // mapping's (looked up per property, not per value, when frozen).
+        let layout = EntityLayout.of(snapshot.objectID.entity)
+        let value: Any?
+        if let slot = layout.slotIndex[property.name], slot < snapshot.slots.count { value = snapshot.slots[slot] } else { value = nil }
         if let attribute = property as? AttributeDescription {
             let encoded = try SQLiteValueCodec.encode(value, for: attribute)
             guard Self.mayStoreExternally(attribute), case .blob(let bytes) = encoded else { return encoded }
