@@ -342,6 +342,32 @@ public final class PersistentStoreCoordinator: NSLocking {
     /// holds fresh enough, and the rest is read with one `snapshots(for:)`
     /// call per store (prefetching relies on this being one round-trip).
     /// Rows read are cached; IDs whose rows are gone are absent.
+    /// Reads into the row cache the rows of up to `limit` of `ids` that it
+    /// lacks (or holds older than `staleness`), scanning from `start` and
+    /// wrapping around, in one store round-trip, unless the row at `start`
+    /// is cached already. Used when a member of a
+    /// to-many fault fires: the next members' faults then fire from the cache.
+    func cacheRows(of ids: [ManagedObjectID], from start: Int, limit: Int, staleness: TimeInterval) throws {
+        guard !ids.isEmpty else { return }
+        try locked {
+            var wanted: [ManagedObjectID] = []
+            let time = now()
+            var i = min(max(0, start), ids.count - 1)
+            // Nothing to do when the firing member's own row is cached: an
+            // earlier batch read it, and scanning again would cost O(n) per fault.
+            if let hit = rowCache[ids[i]], staleness < 0 || time.timeIntervalSince(hit.time) <= staleness { return }
+            for _ in 0..<ids.count {
+                let id = ids[i]
+                if let hit = rowCache[id], staleness < 0 || time.timeIntervalSince(hit.time) <= staleness {} else { wanted.append(id) }
+                if wanted.count == limit { break }
+                i = i + 1 == ids.count ? 0 : i + 1
+            }
+            guard !wanted.isEmpty else { return }
+            let found = try currentSnapshots(for: wanted)
+            for (id, snapshot) in found { rowCache[id] = (snapshot, time) }
+        }
+    }
+
     func snapshots(for ids: [ManagedObjectID], staleness: TimeInterval) throws -> [ManagedObjectID: StoreSnapshot] {
         try locked {
             var out: [ManagedObjectID: StoreSnapshot] = [:]
@@ -452,6 +478,7 @@ public final class PersistentStoreCoordinator: NSLocking {
             }
             try store.save(request)
             let time = now()
+            rowCache.reserveCapacity(rowCache.count + request.inserted.count)
             for snapshot in request.inserted { rowCache[snapshot.objectID] = (snapshot, time) }
             for (snapshot, _) in request.updated { rowCache[snapshot.objectID] = (snapshot, time) }
             for (id, _) in request.deleted { rowCache[id] = nil }

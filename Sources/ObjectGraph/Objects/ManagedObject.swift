@@ -35,6 +35,11 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     var committed: PropertyValues
     /// To-many relationships not loaded yet: relationship faults (FLT-08).
     var unloadedToMany: Set<String> = []
+    /// The members of the to-many fault this fault came from, and its place
+    /// there: firing it reads the rows of the next members too (see
+    /// `ManagedObjectContext.fulfillFault`).
+    var faultGroup: FaultGroup?
+    var faultGroupIndex = 0
     /// Keys set through will/did-change since the last save or fetch.
     var changedKeys: Set<String> = []
     /// The store version (Z_OPT) the context last saw, for optimistic locking.
@@ -218,6 +223,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         unloadedToMany = Set(layout.toManyNames)
         storeVersion = version
         isFault = false
+        faultGroup = nil
         faultingState = 0
         context.withChangeProcessingDisabled { awakeFromFetch() }
     }
@@ -288,4 +294,11 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     open var description: String {
         "<\(type(of: self)) \(entity.name) \(objectID)\(isFault ? " (fault)" : "")>"
     }
+}
+
+/// The object IDs of one loaded to-many relationship, shared by the member
+/// faults it made.
+final class FaultGroup {
+    let ids: [ManagedObjectID]
+    init(ids: [ManagedObjectID]) { self.ids = ids }
 }
