@@ -287,11 +287,17 @@ public final class PersistentStoreCoordinator: NSLocking {
             for store in stores {
                 let result = try store.fetchSnapshots(storeRequest)
                 exact = exact && result.isExact
-                if out.isEmpty { out.reserveCapacity(result.snapshots.count) }
+                // A store that labels its IDs (SQLite does) labels them all:
+                // checking the first spares a weak load per row.
+                let labelled = result.snapshots.first.map { $0.objectID.persistentStore === store } ?? true
+                if stores.count == 1 {
+                    out = result.snapshots
+                } else {
+                    out.append(contentsOf: result.snapshots)
+                }
                 for snapshot in result.snapshots {
-                    if snapshot.objectID.persistentStore !== store { snapshot.objectID.persistentStore = store }
+                    if !labelled && snapshot.objectID.persistentStore !== store { snapshot.objectID.persistentStore = store }
                     rowCache[snapshot.objectID] = (snapshot, time)
-                    out.append(snapshot)
                 }
             }
             return StoreFetchResult(snapshots: out, isExact: exact)
