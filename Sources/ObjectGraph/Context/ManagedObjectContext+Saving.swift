@@ -211,8 +211,16 @@ extension ManagedObjectContext {
     /// Calls `willSave` on every changed object, and again on objects its
     /// public setters changed (LIFE-20); endless re-dirtying fails the save.
     private func runWillSaveHooks() throws {
-        var round = insertedSet.union(updatedSet).union(deletedSet)
-        var rounds = 0
+        // The first round visits the three sets in turn (building their union
+        // retained every changed object once more); later rounds visit what
+        // the hooks changed.
+        objectsChangedDuringWillSave = []
+        for object in insertedSet { object.willSave() }
+        for object in updatedSet where !insertedSet.contains(object) { object.willSave() }
+        for object in deletedSet where !insertedSet.contains(object) && !updatedSet.contains(object) { object.willSave() }
+        var round = objectsChangedDuringWillSave ?? []
+        objectsChangedDuringWillSave = nil
+        var rounds = 1
         while !round.isEmpty {
             rounds += 1
             if rounds > 100 {

@@ -890,11 +890,6 @@ public final class SQLiteStore: PersistentStore {
         return out
     }
 
-    private func bindings(for snapshot: StoreSnapshot, mapping: SQLiteSchema.EntityMapping,
-                          properties: [(PropertyDescription, String)]) throws -> [SQLiteValue] {
-        try properties.map { try binding(for: snapshot, mapping: mapping, property: $0.0, column: $0.1) }
-    }
-
     /// The value to bind for one column of a snapshot's row.
     private func binding(for snapshot: StoreSnapshot, mapping: SQLiteSchema.EntityMapping,
                          property: PropertyDescription, column: String) throws -> SQLiteValue {
@@ -990,13 +985,25 @@ public final class SQLiteStore: PersistentStore {
                 var conflicts: [ManagedObjectID: StoreSnapshot?] = [:]
                 var maxKeys: [Int: Int64] = [:]
                 var insertStatements: [Int: SQLiteStatement] = [:]
+                var updateStatements: [Int: SQLiteStatement] = [:]
+                var deleteStatements: [Int: SQLiteStatement] = [:]
 
                 for (id, expected) in request.deleted {
                     let mapping = try mapping(for: id.entity)
                     guard let pk = id.primaryKey else { continue }
                     let external = try storedExternalColumns(pk: pk, mapping: mapping, db: db)
-                    try db.run("DELETE FROM \(mapping.tableName) WHERE Z_PK = ? AND Z_ENT = ? AND Z_OPT = ?",
-                               [.integer(pk), .integer(Int64(mapping.number)), .integer(expected)])
+                    let statement: SQLiteStatement
+                    if let prepared = deleteStatements[mapping.number] {
+                        statement = prepared
+                    } else {
+                        statement = try db.prepare("DELETE FROM \(mapping.tableName) WHERE Z_PK = ? AND Z_ENT = ? AND Z_OPT = ?")
+                        deleteStatements[mapping.number] = statement
+                    }
+                    statement.reset()
+                    try statement.bind(.integer(pk), at: 1)
+                    try statement.bind(.integer(Int64(mapping.number)), at: 2)
+                    try statement.bind(.integer(expected), at: 3)
+                    try statement.runBound()
                     if db.changes == 0 {
                         conflicts[id] = .some(try currentSnapshot(id, db: db))
                         continue
@@ -1011,13 +1018,30 @@ public final class SQLiteStore: PersistentStore {
                     guard let pk = id.primaryKey else {
                         throw CoreDataError(.persistentStoreSave, "cannot update \(id): it has a temporary ID")
                     }
-                    let statement = updateStatement(mapping)
+                    let plan = updateStatement(mapping)
                     let version = snapshot.version > expected ? snapshot.version : expected + 1
                     previousExternalColumns = try storedExternalColumns(pk: pk, mapping: mapping, db: db)
                     defer { previousExternalColumns = [:] }
-                    let values = [.integer(version)] + (try bindings(for: snapshot, mapping: mapping, properties: statement.properties))
-                        + [.integer(pk), .integer(Int64(mapping.number)), .integer(expected)]
-                    try db.run(statement.sql, values)
+                    // Prepared once per save and entity and bound value by
+                    // value, as inserts are: no SQL-text lookup or array per row.
+                    let statement: SQLiteStatement
+                    if let prepared = updateStatements[mapping.number] {
+                        statement = prepared
+                    } else {
+                        statement = try db.prepare(plan.sql)
+                        updateStatements[mapping.number] = statement
+                    }
+                    statement.reset()
+                    try statement.bind(.integer(version), at: 1)
+                    var index: Int32 = 2
+                    for (property, column) in plan.properties {
+                        try statement.bind(try binding(for: snapshot, mapping: mapping, property: property, column: column), at: index)
+                        index += 1
+                    }
+                    try statement.bind(.integer(pk), at: index)
+                    try statement.bind(.integer(Int64(mapping.number)), at: index + 1)
+                    try statement.bind(.integer(expected), at: index + 2)
+                    try statement.runBound()
                     if db.changes == 0 { conflicts[id] = .some(try currentSnapshot(id, db: db)) }
                 }
 
@@ -1101,7 +1125,7 @@ public final class SQLiteStore: PersistentStore {
 
     /// A deleted object leaves no many-to-many rows behind (Core Data nullifies them).
     private func removeJoinRows(of id: ManagedObjectID, pk: Int64, schema: SQLiteSchema, db: SQLiteConnection) throws {
-        for case let rel as RelationshipDescription in id.entity.properties where rel.isToMany {
+        for rel in EntityLayout.of(id.entity).relationships where rel.isToMany {
             guard let join = schema.joinTable(for: rel) else { continue }
             let column = join.relationship === rel ? join.firstColumn : join.secondColumn
             try db.run("DELETE FROM \(join.name) WHERE \(column) = ?", [.integer(pk)])
