@@ -66,7 +66,7 @@ extension ManagedObjectContext {
         }
         try persistentStoreCoordinator.forEachSnapshotPage(for: entity, request: request, pageSize: Swift.max(request.fetchBatchSize, 5_000)) { page in
             for snapshot in page where seen.insert(snapshot.objectID).inserted {
-                let registered = registry[snapshot.objectID]?.object
+                let registered = registry[snapshot.objectID]
                 if let registered, request.includesPendingChanges, deletedSet.contains(registered) { continue }
                 if let registered, !registered.isFault {
                     guard try matches(request, registered) else { continue }
@@ -99,7 +99,7 @@ extension ManagedObjectContext {
     func materializeBatch(_ entries: ArraySlice<FetchedResults.Entry>, prefetching paths: [String]) -> [ManagedObject] {
         checkConfinement()
         var toLoad: [ManagedObjectID] = []
-        for case .id(let id) in entries where registry[id]?.object?.isFault ?? true { toLoad.append(id) }
+        for case .id(let id) in entries where registry[id]?.isFault ?? true { toLoad.append(id) }
         let rows = toLoad.isEmpty ? [:] : ((try? persistentStoreCoordinator.batchSnapshots(for: toLoad)) ?? [:])
         let objects: [ManagedObject] = entries.map { entry in
             switch entry {

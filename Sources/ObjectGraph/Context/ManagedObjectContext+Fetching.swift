@@ -96,7 +96,7 @@ extension ManagedObjectContext {
         var candidates: [ManagedObject] = []
         candidates.reserveCapacity(snapshots.count + insertedSet.count)
         for snapshot in snapshots {
-            let registered = registry[snapshot.objectID]?.object
+            let registered = registry[snapshot.objectID]
             var rowMatched = false
             if let rowFilter, registered == nil || registered!.isFault {
                 guard try rowFilter.matches(snapshot.values) else { continue }

@@ -69,7 +69,7 @@ extension ManagedObjectContext {
             inserted.insert(object)
         }
         for change in changes.updated {
-            guard let object = registry[change.objectID]?.object else { continue }
+            guard let object = registry[change.objectID] else { continue }
             if object.isFault {
                 persistentStoreCoordinator.forgetCachedSnapshot(for: object.objectID, ifOlderThan: nil)
                 continue
@@ -78,7 +78,7 @@ extension ManagedObjectContext {
             refreshed.insert(object)
         }
         for change in changes.deleted {
-            guard let object = registry[change.objectID]?.object else { continue }
+            guard let object = registry[change.objectID] else { continue }
             // Already committed elsewhere: not a pending delete here (MOC-MG-04).
             for rel in object.layout.relationships {
                 guard let inverse = rel.inverseRelationship, !object.isFault else { continue }

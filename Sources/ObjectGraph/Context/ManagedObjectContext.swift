@@ -38,8 +38,7 @@ public final class ManagedObjectContext: NSLocking {
     /// False (default): clean objects are held weakly and freed when unused (MOC-RR-*).
     public var retainsRegisteredObjects = false {
         didSet {
-            if retainsRegisteredObjects { for entry in registry.values { if let o = entry.object { strongRegistered[ObjectIdentifier(o)] = o } } }
-            else { strongRegistered.removeAll() }
+            if !retainsRegisteredObjects { sweepThreshold = Self.minimumSweepThreshold }
         }
     }
 
@@ -47,9 +46,18 @@ public final class ManagedObjectContext: NSLocking {
     private static let queueKey = DispatchSpecificKey<ObjectIdentifier>()
     private let recursiveLock = NSRecursiveLock()
 
-    final class WeakEntry { weak var object: ManagedObject?; init(_ o: ManagedObject) { object = o } }
-    var registry: [ManagedObjectID: WeakEntry] = [:]
-    var strongRegistered: [ObjectIdentifier: ManagedObject] = [:]
+    /// The uniquing table (MOC-00a). It holds its objects strongly and lets
+    /// go of the ones nothing else references (MOC-RR-02) when it sweeps:
+    /// when it has doubled since the last sweep, and before answering
+    /// `registeredObjects`. Weak entries would be the obvious design, but a
+    /// weak reference gives every object a side table, which made each
+    /// retain and release of every managed object several times slower;
+    /// and an object can then only be freed on the context's queue, where
+    /// the table lives.
+    var registry: [ManagedObjectID: ManagedObject] = [:]
+    /// Registry size that triggers the next sweep.
+    var sweepThreshold = ManagedObjectContext.minimumSweepThreshold
+    static let minimumSweepThreshold = 4_096
     var insertedSet = Set<ManagedObject>() { didSet { hasChangesMayHaveChanged() } }
     var updatedSet = Set<ManagedObject>() { didSet { hasChangesMayHaveChanged() } }
     var deletedSet = Set<ManagedObject>() { didSet { hasChangesMayHaveChanged() } }
@@ -111,8 +119,8 @@ public final class ManagedObjectContext: NSLocking {
     /// reported under `invalidated` (MOC-UK-05).
     func invalidateObjects(inStores identifiers: Set<String>) {
         var invalidated = Set<ManagedObject>()
-        for entry in Array(registry.values) {
-            guard let object = entry.object, let store = object.objectID.storeIdentifier, identifiers.contains(store) else { continue }
+        for object in Array(registry.values) {
+            guard let store = object.objectID.storeIdentifier, identifiers.contains(store) else { continue }
             insertedSet.remove(object); updatedSet.remove(object); deletedSet.remove(object); lockedSet.remove(object)
             unregister(object)
             invalidated.insert(object)
@@ -191,9 +199,8 @@ public final class ManagedObjectContext: NSLocking {
     /// Every registered object, faults included (MOC-00d).
     public var registeredObjects: Set<ManagedObject> {
         checkConfinement()
-        var out = Set<ManagedObject>()
-        for entry in registry.values { if let o = entry.object { out.insert(o) } }
-        return out
+        sweepUnreferencedObjects(untilStable: true)
+        return Set(registry.values)
     }
     public var insertedObjects: Set<ManagedObject> { checkConfinement(); return insertedSet }
     public var updatedObjects: Set<ManagedObject> { checkConfinement(); return updatedSet }
@@ -204,7 +211,13 @@ public final class ManagedObjectContext: NSLocking {
     /// The registered object for `id`, or nil; never touches a store.
     public func registeredObject(for id: ManagedObjectID) -> ManagedObject? {
         checkConfinement()
-        return registry[id]?.object
+        // An entry only the registry holds is an object the application let
+        // go of: it is gone (MOC-RR-02), even if no sweep has run yet.
+        if !retainsRegisteredObjects, registry[id] != nil, isKnownUniquelyReferenced(&registry[id]!) {
+            registry.removeValue(forKey: id)?.managedObjectContext = nil
+            return nil
+        }
+        return registry[id]
     }
 
     /// The object for `id`: registered, or a new fault (not checked against
@@ -217,7 +230,7 @@ public final class ManagedObjectContext: NSLocking {
     /// The object for `id`, loaded; throws 133000 if its record does not exist.
     public func existingObject(with id: ManagedObjectID) throws -> ManagedObject {
         checkConfinement()
-        if let o = registry[id]?.object {
+        if let o = registry[id] {
             if deletedSet.contains(o) || o.wasForgotten { throw missingObject(id) }
             try o.fireFaultIfNeeded()
             return o
@@ -233,7 +246,7 @@ public final class ManagedObjectContext: NSLocking {
     }
 
     func objectForID(_ id: ManagedObjectID) -> ManagedObject {
-        if let o = registry[id]?.object { return o }
+        if let o = registry[id] { return o }
         let type = ManagedObjectClassRegistry.shared.objectClass(for: id.entity)
         let object = type.makeFault(entity: id.entity, id: id)
         register(object)
@@ -242,27 +255,41 @@ public final class ManagedObjectContext: NSLocking {
 
     func register(_ object: ManagedObject) {
         object.managedObjectContext = self
-        registry[object.objectID] = WeakEntry(object)
-        if retainsRegisteredObjects { strongRegistered[ObjectIdentifier(object)] = object }
+        registry[object.objectID] = object
+        if registry.count >= sweepThreshold && !retainsRegisteredObjects {
+            sweepUnreferencedObjects(untilStable: false)
+            sweepThreshold = max(Self.minimumSweepThreshold, registry.count * 2)
+        }
+    }
+
+    /// Removes registered objects that only the registry references: clean
+    /// objects the application let go of, which Core Data frees (MOC-RR-02).
+    /// Changed objects are held by the change sets, so they stay. Freeing
+    /// one object can leave another unreferenced (a to-one it held);
+    /// `untilStable` sweeps again until nothing more goes.
+    func sweepUnreferencedObjects(untilStable: Bool) {
+        guard !retainsRegisteredObjects else { return }
+        while true {
+            var unreferenced: [ManagedObjectID] = []
+            // By key: `registry.values[index]` would hand out a copy, so the
+            // check would never see a unique reference.
+            for id in Array(registry.keys) where isKnownUniquelyReferenced(&registry[id]!) {
+                unreferenced.append(id)
+            }
+            if unreferenced.isEmpty { return }
+            for id in unreferenced {
+                if let object = registry.removeValue(forKey: id) { object.managedObjectContext = nil }
+            }
+            if !untilStable { return }
+        }
     }
 
     func unregister(_ object: ManagedObject) {
-        if registry[object.objectID]?.object === object { registry[object.objectID] = nil }
-        strongRegistered[ObjectIdentifier(object)] = nil
+        if registry[object.objectID] === object { registry[object.objectID] = nil }
         mergeRetained.remove(object)
         assignedStores[ObjectIdentifier(object)] = nil
         object.managedObjectContext = nil
         object.wasForgotten = true
-    }
-
-    /// Drops the dead uniquing entry of a freed object. An object released
-    /// off the context's queue leaves its entry to be removed on the queue.
-    func objectWillDeallocate(_ id: ManagedObjectID) {
-        guard isOnQueue else {
-            queue.async { [weak self] in self?.objectWillDeallocate(id) }
-            return
-        }
-        if let entry = registry[id], entry.object == nil { registry[id] = nil }
     }
 
     /// Turns stored snapshot values into object values (to-one IDs to
@@ -360,7 +387,7 @@ public final class ManagedObjectContext: NSLocking {
     }
 
     func insertChecked(_ object: ManagedObject) throws {
-        if object.managedObjectContext === self && registry[object.objectID]?.object === object && !deletedSet.contains(object) { return }
+        if object.managedObjectContext === self && registry[object.objectID] === object && !deletedSet.contains(object) { return }
         if let other = object.managedObjectContext, other !== self {
             throw CoreDataError(.coreData, "The \(object.entity.name) object belongs to another context (MOC-MO-03)")
         }
@@ -597,9 +624,9 @@ public final class ManagedObjectContext: NSLocking {
     public func reset() {
         checkConfinement()
         let ids = registry.keys.map { $0 }
-        for entry in registry.values { if let o = entry.object { unregister(o) } }
+        for o in Array(registry.values) { unregister(o) }
         for o in insertedSet.union(updatedSet).union(deletedSet) { unregister(o) }
-        registry.removeAll(); strongRegistered.removeAll(); mergeRetained.removeAll()
+        registry.removeAll(); mergeRetained.removeAll()
         insertedSet.removeAll(); updatedSet.removeAll(); deletedSet.removeAll(); lockedSet.removeAll()
         pendingInserted.removeAll(); pendingUpdated.removeAll(); pendingDeleted.removeAll(); pendingRefreshed.removeAll()
         pendingUndo.removeAll(); deletesToPropagate.removeAll(); forgottenInserts.removeAll(); assignedStores.removeAll()
@@ -652,10 +679,9 @@ public final class ManagedObjectContext: NSLocking {
     }
 
     func rekey(_ object: ManagedObject, to id: ManagedObjectID) {
-        var entry: WeakEntry?
-        if let old = registry[object.objectID], old.object === object { entry = old; registry[object.objectID] = nil }
+        if registry[object.objectID] === object { registry[object.objectID] = nil }
         object.objectID = id
-        registry[id] = entry ?? WeakEntry(object)
+        registry[id] = object
     }
 
     /// Marks an unchanged object so the next save fails (or resolves per the

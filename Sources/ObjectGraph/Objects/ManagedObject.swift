@@ -86,11 +86,6 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         return object
     }
 
-    deinit {
-        // Unreferenced clean objects leave the uniquing table (MOC-RR-02).
-        managedObjectContext?.objectWillDeallocate(objectID)
-    }
-
     // MARK: - State (none of these fire a fault: FLT-02)
 
     /// Inserted and not yet saved (CHG-01).
