@@ -85,8 +85,7 @@ extension ManagedObjectContext {
                         r.inserted.append(snapshot)
                         r.toManyChanges += toMany
                     }
-                    changeSet.inserted.append(ObjectChange(objectID: snapshot.objectID, entityName: object.entity.name,
-                                                           changes: snapshot.values.mapValues { PropertyChange(oldValue: nil, newValue: $0) }))
+                    changeSet.inserted.append(ObjectChange(inserted: snapshot))
                 }
                 writtenUpdates = []
                 writtenUpdateSet = []
@@ -276,12 +275,13 @@ extension ManagedObjectContext {
 
     func propertyChanges(of object: ManagedObject, _ finalID: (ManagedObject) -> ManagedObjectID) -> [String: PropertyChange] {
         var out: [String: PropertyChange] = [:]
-        for key in object.changedKeys where object.layout.persistentKeySet.contains(key) {
-            if object.layout.relationshipsByName[key]?.isToMany == true { continue }
-            let now = object.storage[key], then = object.committed[key]
+        // The snapshot slots are exactly the stored attributes and to-ones.
+        let layout = object.layout
+        for slot in object.changedSlots.slots where slot < layout.snapshotSlotCount {
+            let now = object.storage[slot: slot], then = object.committed[slot: slot]
             if ManagedObject.valuesEqual(now, then) { continue }
-            func stored(_ v: Any?) -> Any? { (v as? ManagedObject).map(finalID) ?? v }
-            out[key] = PropertyChange(oldValue: stored(then), newValue: stored(now))
+            func stored(_ v: Any?) -> Any? { layout.slotRelationships[slot] == nil ? v : (v as? ManagedObject).map(finalID) ?? v }
+            out[layout.slotProperties[slot].name] = PropertyChange(oldValue: stored(then), newValue: stored(now))
         }
         return out
     }
@@ -290,7 +290,7 @@ extension ManagedObjectContext {
         var out: [ToManyChange] = []
         for rel in object.layout.relationships where rel.isToMany && !rel.isTransient && !object.unloadedToMany.contains(rel.name) {
             let members = object.storage[rel.name] as? [ManagedObject] ?? []
-            if onlyChanged && (!object.changedKeys.contains(rel.name) || ManagedObject.valuesEqual(members, object.committed[rel.name], ordered: rel.isOrdered)) { continue }
+            if onlyChanged && (!object.hasChangedKey(rel.name) || ManagedObject.valuesEqual(members, object.committed[rel.name], ordered: rel.isOrdered)) { continue }
             if !onlyChanged && members.isEmpty { continue }
             out.append(ToManyChange(objectID: finalID(object), relationship: rel, destinations: members.filter { !deletedSet.contains($0) }.map(finalID)))
         }
@@ -298,7 +298,7 @@ extension ManagedObjectContext {
     }
 
     func commitValues(_ object: ManagedObject) {
-        defer { object.changedKeys = [] }
+        defer { object.changedSlots = SlotSet() }
         // Nothing to drop (no deleted destinations, no transients, every
         // to-many loaded): the committed values are the current ones, shared.
         if (deletedSet.isEmpty || object.layout.relationships.isEmpty) && !object.layout.hasTransientProperties && object.unloadedToMany.isEmpty {
@@ -390,7 +390,7 @@ extension ManagedObjectContext {
         case .mergeByPropertyStoreTrump:
             for key in persistentScalars where !ManagedObject.valuesEqual(storeValues[key], snapshot[key]) { merged[key] = storeValues[key] }
         case .mergeByPropertyObjectTrump:
-            for key in persistentScalars where !object.changedKeys.contains(key) || ManagedObject.valuesEqual(object.storage[key], snapshot[key]) {
+            for key in persistentScalars where !object.hasChangedKey(key) || ManagedObject.valuesEqual(object.storage[key], snapshot[key]) {
                 merged[key] = storeValues[key]
             }
         }

@@ -464,9 +464,11 @@ public final class ManagedObjectContext: NSLocking {
 
     // MARK: - Change tracking
 
-    func objectDidChange(_ object: ManagedObject, key: String, oldValue: Any?, modeled: Bool) {
+    func objectDidChange(_ object: ManagedObject, key: String, slot: Int?, oldValue: Any?, modeled: Bool) {
         guard changeProcessingDisabled == 0, object.managedObjectContext === self else { return }
-        object.changedKeys.insert(key)
+        // Unmodeled keys have no slot: they mark the object updated (when
+        // the class asks for that) but are never saved, so nothing records them.
+        if let slot { object.changedSlots.insert(slot) }
         // An inserted object is reported as inserted, never as updated, so
         // it need not join the update sets (one hash insert per setValue).
         if !insertedSet.contains(object) {
@@ -609,7 +611,7 @@ public final class ManagedObjectContext: NSLocking {
                 else if object.layout.relationshipsByName[key]?.isToMany == true { object.unloadedToMany.insert(key); object.storage[key] = nil }
                 else { object.storage[key] = nil }
             }
-            object.changedKeys = []
+            object.changedSlots = SlotSet()
         }
         insertedSet.removeAll(); updatedSet.removeAll(); deletedSet.removeAll(); lockedSet.removeAll()
         deletesToPropagate.removeAll()

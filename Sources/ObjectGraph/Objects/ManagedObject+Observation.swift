@@ -58,9 +58,10 @@ extension ManagedObject {
     }
 
     private func finishChange(_ key: String, kind: ObservedChange.Kind, old: Any?, objects: [ManagedObject]) {
-        let modeled = layout.propertiesByName[key] != nil
+        let slot = layout.slotIndex[key]
+        let modeled = slot != nil || layout.fetchedPropertiesByName[key] != nil
         if modeled || !type(of: self).contextShouldIgnoreUnmodeledPropertyChanges {
-            managedObjectContext?.objectDidChange(self, key: key, oldValue: old, modeled: modeled)
+            managedObjectContext?.objectDidChange(self, key: key, slot: slot, oldValue: old, modeled: modeled)
         }
         guard !observerTable.isEmpty else { return }
         let rel = layout.relationshipsByName[key]

@@ -41,7 +41,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     var faultGroup: FaultGroup?
     var faultGroupIndex = 0
     /// Keys set through will/did-change since the last save or fetch.
-    var changedKeys: Set<String> = []
+    var changedSlots = SlotSet()
     /// The store version (Z_OPT) the context last saw, for optimistic locking.
     var storeVersion: Int64 = 0
     var hasAwokenFromInsert = false
@@ -214,7 +214,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         faultingState = 1
         storage = values
         committed = values
-        changedKeys = []
+        changedSlots = SlotSet()
         unloadedToMany = Set(layout.toManyNames)
         storeVersion = version
         isFault = false
@@ -231,7 +231,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         fetchedValues = [:]
         storage.removeAll()
         committed.removeAll()
-        changedKeys = []
+        changedSlots = SlotSet()
         unloadedToMany = Set(layout.toManyNames)
         isFault = true
         didTurnIntoFault()
