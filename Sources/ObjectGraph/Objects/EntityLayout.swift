@@ -41,6 +41,14 @@ final class EntityLayout {
     let toOneSlots: [Int]
     /// The relationship in each slot (nil for attributes), read without a cast.
     let slotRelationships: [RelationshipDescription?]
+    /// The attribute in each slot (nil for relationships).
+    let slotAttributes: [AttributeDescription?]
+    /// Per slot, what validation has to look at, read once from the model:
+    /// reading a description's settable properties costs a dynamic
+    /// exclusivity check each time, and most properties have no constraint.
+    let slotIsOptional: [Bool]
+    let slotHasValueConstraints: [Bool]
+    let slotHasValidationPredicates: [Bool]
 
     init(entity: EntityDescription) {
         self.entity = entity
@@ -72,6 +80,14 @@ final class EntityLayout {
         snapshotSlotCount = snapshotPart.count
         toOneSlots = toOneRelationships.compactMap { index[$0.name] }
         slotRelationships = slotProperties.map { $0 as? RelationshipDescription }
+        slotAttributes = slotProperties.map { $0 as? AttributeDescription }
+        slotIsOptional = slotProperties.map(\.isOptional)
+        slotHasValueConstraints = slotAttributes.map { a in
+            guard let a else { return false }
+            return a.minValue != nil || a.maxValue != nil || a.minDate != nil || a.maxDate != nil
+                || a.minLength != nil || a.maxLength != nil || a.regularExpression != nil
+        }
+        slotHasValidationPredicates = slotProperties.map { !$0.validationPredicates.isEmpty }
     }
 
     private static let lock = NSLock()

@@ -7,6 +7,19 @@ import Foundation
 extension ManagedObject {
     /// Checks the model's constraints for `key` (the first failing one).
     func validateModelConstraints(_ value: inout Any?, forKey key: String) throws {
+        // Attributes through their slot: only the checks the model sets run.
+        if let slot = layout.slotIndex[key], let attribute = layout.slotAttributes[slot] {
+            value = try ManagedObject.coerce(value, for: attribute, entityName: entity.name)
+            if value == nil {
+                if !layout.slotIsOptional[slot] {
+                    throw validationError(.validationMissingMandatoryProperty, key, nil, "\(entity.name).\(key) is a required value")
+                }
+            } else if layout.slotHasValueConstraints[slot] {
+                try validateAttribute(attribute, value)
+            }
+            if layout.slotHasValidationPredicates[slot] { try validatePredicates(of: attribute, value) }
+            return
+        }
         guard let property = layout.propertiesByName[key] else { throw unknownKey(key) }
         if let attribute = property as? AttributeDescription {
             value = try ManagedObject.coerce(value, for: attribute, entityName: entity.name)
