@@ -626,8 +626,17 @@ public final class ManagedObjectContext: NSLocking {
     public func reset() {
         checkConfinement()
         let ids = registry.keys.map { $0 }
-        for o in Array(registry.values) { unregister(o) }
-        for o in insertedSet.union(updatedSet).union(deletedSet) { unregister(o) }
+        // Every table is emptied below, so each object is only told it was
+        // let go of (what `unregister` does beyond removing table entries).
+        func forget(_ o: ManagedObject) {
+            guard o.managedObjectContext === self else { return }
+            o.managedObjectContext = nil
+            o.wasForgotten = true
+        }
+        for o in registry.values { forget(o) }
+        for o in insertedSet { forget(o) }
+        for o in updatedSet { forget(o) }
+        for o in deletedSet { forget(o) }
         registry.removeAll(); mergeRetained.removeAll()
         insertedSet.removeAll(); updatedSet.removeAll(); deletedSet.removeAll(); lockedSet.removeAll()
         pendingInserted.removeAll(); pendingUpdated.removeAll(); pendingDeleted.removeAll(); pendingRefreshed.removeAll()

@@ -892,12 +892,10 @@ public final class SQLiteStore: PersistentStore {
 
     /// The value to bind for one column of a snapshot's row.
     private func binding(for snapshot: StoreSnapshot, mapping: SQLiteSchema.EntityMapping,
-                         property: PropertyDescription, column: String) throws -> SQLiteValue {
-        // By slot: the snapshot's layout is its entity's, the same as the
-        // mapping's (looked up per property, not per value, when frozen).
-        let layout = EntityLayout.of(snapshot.objectID.entity)
+                         property: PropertyDescription, column: String, slot: Int?) throws -> SQLiteValue {
+        // By slot: the snapshot's layout is its entity's, the mapping's.
         let value: Any?
-        if let slot = layout.slotIndex[property.name], slot < snapshot.slots.count { value = snapshot.slots[slot] } else { value = nil }
+        if let slot, slot < snapshot.slots.count { value = snapshot.slots[slot] } else { value = nil }
         if let attribute = property as? AttributeDescription {
             let encoded = try SQLiteValueCodec.encode(value, for: attribute)
             guard Self.mayStoreExternally(attribute), case .blob(let bytes) = encoded else { return encoded }
@@ -986,6 +984,16 @@ public final class SQLiteStore: PersistentStore {
                 var maxKeys: [Int: Int64] = [:]
                 var insertStatements: [Int: SQLiteStatement] = [:]
                 var updateStatements: [Int: SQLiteStatement] = [:]
+                // Per entity, the snapshot slot of each written column, found
+                // once per save instead of once per value.
+                var columnSlots: [Int: [Int?]] = [:]
+                func slots(_ mapping: SQLiteSchema.EntityMapping, _ properties: [(PropertyDescription, String)]) -> [Int?] {
+                    if let known = columnSlots[mapping.number] { return known }
+                    let layout = EntityLayout.of(mapping.entity)
+                    let found = properties.map { layout.slotIndex[$0.0.name] }
+                    columnSlots[mapping.number] = found
+                    return found
+                }
                 var deleteStatements: [Int: SQLiteStatement] = [:]
 
                 for (id, expected) in request.deleted {
@@ -1034,8 +1042,8 @@ public final class SQLiteStore: PersistentStore {
                     statement.reset()
                     try statement.bind(.integer(version), at: 1)
                     var index: Int32 = 2
-                    for (property, column) in plan.properties {
-                        try statement.bind(try binding(for: snapshot, mapping: mapping, property: property, column: column), at: index)
+                    for ((property, column), slot) in zip(plan.properties, slots(mapping, plan.properties)) {
+                        try statement.bind(try binding(for: snapshot, mapping: mapping, property: property, column: column, slot: slot), at: index)
                         index += 1
                     }
                     try statement.bind(.integer(pk), at: index)
@@ -1068,8 +1076,8 @@ public final class SQLiteStore: PersistentStore {
                     try statement.bind(.integer(Int64(mapping.number)), at: 2)
                     try statement.bind(.integer(max(1, snapshot.version)), at: 3)
                     var index: Int32 = 4
-                    for (property, column) in plan.properties {
-                        try statement.bind(try binding(for: snapshot, mapping: mapping, property: property, column: column), at: index)
+                    for ((property, column), slot) in zip(plan.properties, slots(mapping, plan.properties)) {
+                        try statement.bind(try binding(for: snapshot, mapping: mapping, property: property, column: column, slot: slot), at: index)
                         index += 1
                     }
                     try statement.runBound()
