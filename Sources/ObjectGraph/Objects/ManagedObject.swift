@@ -23,7 +23,18 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     public let entity: EntityDescription
     let layout: EntityLayout
     /// The object's identity; temporary until saved (OBJ-13, OBJ-14).
-    public internal(set) var objectID: ManagedObjectID
+    public internal(set) var objectID: ManagedObjectID {
+        get {
+            if let id = assignedObjectID { return id }
+            // Made on first use: a fault gets its stored ID right after init,
+            // so making a temporary one for it would be wasted work per row.
+            let id = ManagedObjectID(temporaryFor: entity)
+            assignedObjectID = id
+            return id
+        }
+        set { assignedObjectID = newValue }
+    }
+    private var assignedObjectID: ManagedObjectID?
     /// The context the object is registered with; nil before insertion and
     /// after its deletion is saved, a rollback of its insert or a reset (OBJ-16).
     public internal(set) weak var managedObjectContext: ManagedObjectContext?
@@ -71,7 +82,6 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         self.layout = layout
         self.storage = PropertyValues(layout: layout)
         self.committed = PropertyValues(layout: layout)
-        self.objectID = ManagedObjectID(temporaryFor: entity)
         if let context {
             do { try context.insertChecked(self) } catch { preconditionFailure("ObjectGraph: \(error)") }
         }

@@ -27,7 +27,15 @@ public final class ManagedObjectID: Hashable, CustomStringConvertible, @unchecke
     public let storeIdentifier: String?
     public let referenceObject: ReferenceObject
     /// The store holding the object, set by the coordinator when it knows it.
-    public internal(set) weak var persistentStore: PersistentStore?
+    public internal(set) var persistentStore: PersistentStore? {
+        get { storeHandle?.store }
+        set { storeHandle = newValue?.objectIDHandle }
+    }
+    /// The store, through a handle shared by all its IDs: a stored ID
+    /// retains the handle (a plain retain) instead of forming a weak
+    /// reference of its own, which cost an atomic side-table update per
+    /// fetched row.
+    private var storeHandle: PersistentStore.Handle?
 
     /// A permanent ID for a stored object.
     public init(entity: EntityDescription, storeIdentifier: String, primaryKey: Int64) {

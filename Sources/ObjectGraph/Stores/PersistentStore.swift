@@ -51,6 +51,7 @@ open class PersistentStore {
         self.url = url
         self.options = options
         self.metadata = [PersistentStore.storeUUIDKey: UUID().uuidString, PersistentStore.storeTypeKey: Self.storeType]
+        _ = objectIDHandle  // made here, before any other thread can see the store
     }
 
     /// The store's UUID (`NSStoreUUID`), the host part of its object URIs.
@@ -71,6 +72,14 @@ open class PersistentStore {
     open class func setMetadata(_ metadata: [String: Any], forPersistentStoreAt url: URL) throws {
         throw CoreDataError(.persistentStoreOperation, "\(String(describing: self)) cannot write metadata to a file")
     }
+
+    /// A weak reference to the store that its object IDs share (see
+    /// `ManagedObjectID.persistentStore`).
+    final class Handle: @unchecked Sendable {
+        weak var store: PersistentStore?
+        init(_ store: PersistentStore) { self.store = store }
+    }
+    lazy var objectIDHandle = Handle(self)
 
     /// The coordinator the store was added to (PS-05); weak, the coordinator owns its stores.
     public internal(set) weak var persistentStoreCoordinator: PersistentStoreCoordinator?
