@@ -76,6 +76,21 @@ extension ManagedObjectContext {
         if fetched.isExact && !overlaysChanges {
             var result: [ManagedObject] = []
             result.reserveCapacity(snapshots.count)
+            // A large fetch into a small table would otherwise regrow (and
+            // rehash) the uniquing table a dozen times.
+            if snapshots.count > registry.count { registry.reserveCapacity(registry.count + snapshots.count) }
+            // Every object this loop registers is held by `result`, so a sweep
+            // in the middle of it could free nothing it makes: it runs once
+            // after the loop instead, if the table crossed the threshold.
+            let threshold = sweepThreshold
+            sweepThreshold = Int.max
+            defer {
+                sweepThreshold = threshold
+                if registry.count >= threshold && !retainsRegisteredObjects {
+                    sweepUnreferencedObjects(untilStable: false)
+                    sweepThreshold = max(Self.minimumSweepThreshold, registry.count * 2)
+                }
+            }
             let populate = !request.returnsObjectsAsFaults
             for snapshot in snapshots {
                 let object = objectForID(snapshot.objectID)

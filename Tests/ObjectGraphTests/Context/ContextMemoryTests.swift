@@ -43,3 +43,43 @@ import Testing
         }
     }
 }
+
+/// MOC-RR-02 with the strong uniquing table: pages of objects fetched from
+/// SQLite (the store answers exactly, so the context takes its rows as the
+/// result) and dropped one after another never pile up in the table.
+@Suite struct ContextRegistrySweepTests {
+    @Test func droppedPagesAreSweptWhileFetching() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sweep-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let coordinator = try PersistentStoreCoordinator(managedObjectModel: ContextFaultGroupTests.model())
+        let store = try coordinator.addPersistentStore(ofType: PersistentStoreCoordinator.sqliteStoreType, at: directory.appendingPathComponent("S.sqlite"))
+        let entity = coordinator.managedObjectModel.entitiesByName["Item"]!
+        let total = 30_000, page = 1_000
+        var request = StoreSaveRequest()
+        for id in try store.newObjectIDs(for: entity, count: total) {
+            request.inserted.append(StoreSnapshot(objectID: id, version: 1, values: ["name": "i\(id.primaryKey!)"]))
+        }
+        try store.save(request)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        try context.performAndWait {
+            var largest = 0, seen = 0
+            for offset in stride(from: 0, to: total, by: page) {
+                let fetch = FetchRequest(entityName: "Item")
+                fetch.sortDescriptors = [FetchSortDescriptor(key: "name")]
+                fetch.fetchOffset = offset
+                fetch.fetchLimit = page
+                fetch.returnsObjectsAsFaults = false
+                let objects = try context.fetch(fetch)
+                seen += objects.count
+                largest = max(largest, context.registry.count)
+            }
+            #expect(seen == total)
+            // A sweep runs once the table doubles past 4,096 entries, so it
+            // never holds much more than twice that; without sweeping it
+            // would hold all 30,000.
+            #expect(largest <= 2 * ManagedObjectContext.minimumSweepThreshold + page, "the uniquing table grew to \(largest)")
+            #expect(context.registeredObjects.isEmpty)
+        }
+    }
+}
