@@ -49,7 +49,7 @@ extension ManagedObjectContext {
         let rowsSuffice = (request.predicate == nil || rowFilter != nil)
             && sortKeys.allSatisfy { attributes[$0].map { !$0.isTransient } ?? false }
         guard rowsSuffice else {
-            return try matchingObjects(request).map { insertedSet.contains($0) ? .object($0) : .id($0.objectID) }
+            return try matchingObjects(request, prefetching: false).map { insertedSet.contains($0) ? .object($0) : .id($0.objectID) }
         }
         if request.includesPendingChanges { processPendingChanges() }
         func fits(_ e: EntityDescription) -> Bool { request.includesSubentities ? e.isKindOf(entity: entity) : e === entity }

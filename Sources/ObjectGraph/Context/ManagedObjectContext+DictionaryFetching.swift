@@ -14,7 +14,7 @@ extension ManagedObjectContext {
            let count = try persistentStoreCoordinator.countObjects(for: entity, request: request) {
             return count
         }
-        return try matchingObjects(request).count
+        return try matchingObjects(request, prefetching: false).count
     }
 
     /// The rows of a `.dictionary` request.
@@ -29,7 +29,7 @@ extension ManagedObjectContext {
         let unlimited = request.copy()
         unlimited.fetchLimit = 0
         unlimited.fetchOffset = 0
-        let objects = try matchingObjects(unlimited)
+        let objects = try matchingObjects(unlimited, prefetching: false)
         let rows = try Self.dictionaryRows(plan, objects: objects)
         return Self.limited(rows, request)
     }

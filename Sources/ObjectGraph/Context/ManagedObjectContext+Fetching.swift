@@ -18,7 +18,7 @@ extension ManagedObjectContext {
         case .dictionary: return try dictionaryResults(request)
         case .managedObject, .managedObjectID: try checkPropertiesToFetch(request)
         }
-        let objects = try matchingObjects(request)
+        let objects = try matchingObjects(request, prefetching: request.resultType == .managedObject)
         switch request.resultType {
         case .managedObject: return objects
         case .managedObjectID: return objects.map(\.objectID)
@@ -61,7 +61,10 @@ extension ManagedObjectContext {
         return entity
     }
 
-    func matchingObjects(_ request: FetchRequest) throws -> [ManagedObject] {
+    /// The objects a request matches, registered in this context; with
+    /// `prefetching`, its `relationshipKeyPathsForPrefetching` are loaded too
+    /// (counts, dictionaries and object IDs leave them alone, as in Core Data).
+    func matchingObjects(_ request: FetchRequest, prefetching: Bool = true) throws -> [ManagedObject] {
         let entity = try resolveEntity(request)
         if request.includesPendingChanges { processPendingChanges() }
         func fits(_ e: EntityDescription) -> Bool { request.includesSubentities ? e.isKindOf(entity: entity) : e === entity }
@@ -99,7 +102,7 @@ extension ManagedObjectContext {
                 }
                 result.append(object)
             }
-            try prefetchRelationships(request, result)
+            if prefetching { try prefetchRelationships(request, result) }
             return result
         }
 
@@ -138,7 +141,7 @@ extension ManagedObjectContext {
         }
         if request.fetchOffset > 0 { result = Array(result.dropFirst(request.fetchOffset)) }
         if request.fetchLimit > 0 && result.count > request.fetchLimit { result = Array(result.prefix(request.fetchLimit)) }
-        try prefetchRelationships(request, result)
+        if prefetching { try prefetchRelationships(request, result) }
         return result
     }
 

@@ -106,6 +106,32 @@ import Testing
         }
     }
 
+    /// FR-16 applies to fetched objects only: a count, dictionaries or
+    /// object IDs computed in memory (here: an unsaved department forces the
+    /// in-memory path) read the matching rows and nothing the paths name.
+    @Test func countsDictionariesAndIDsDoNotPrefetch() throws {
+        let url = try Self.sqliteFile()
+        let (context, store) = try Self.freshSQLite(url)
+        try context.performAndWait {
+            let pending = try context.insertNewObject(forEntityName: "Department")
+            try pending.setValue("Unsaved", forKey: "name")
+            for resultType in [FetchRequest.ResultType.count, .dictionary, .managedObjectID] {
+                let request = FetchRequest(entityName: "Department")
+                request.resultType = resultType
+                request.relationshipKeyPathsForPrefetching = ["employees", "employees.projects"]
+                let before = store.executedStatementCount
+                let result = try context.execute(request)
+                #expect(store.executedStatementCount - before == 1, "\(resultType) ran \(store.executedStatementCount - before) statements")
+                #expect(resultType == .count ? result.first as? Int == Self.departments + 1 : result.count == Self.departments + 1)
+            }
+            let counting = FetchRequest(entityName: "Department")
+            counting.relationshipKeyPathsForPrefetching = ["employees"]
+            let before = store.executedStatementCount
+            #expect(try context.count(for: counting) == Self.departments + 1)
+            #expect(store.executedStatementCount - before == 1)
+        }
+    }
+
     /// Statements one fetch with `paths` prefetched runs, and what the
     /// paths then read (with no further statement).
     static func fetchCounting(_ url: URL, entity: String, prefetching paths: [String], read: String) throws -> (fetchStatements: Int, readStatements: Int, values: [String]) {
