@@ -1055,35 +1055,60 @@ public final class SQLiteStore: PersistentStore {
 
                 if !conflicts.isEmpty { throw StoreVersionConflict(current: conflicts) }
 
+                // Rows of one entity usually come together: what a row needs
+                // from its entity (mapping, statement, column slots, key entity)
+                // is looked up when the entity changes, not for every row.
+                struct InsertPlan {
+                    let entity: EntityDescription
+                    let mapping: SQLiteSchema.EntityMapping
+                    let statement: SQLiteStatement
+                    let columns: [(property: PropertyDescription, column: String, slot: Int?)]
+                    let keyEntity: Int
+                }
+                var current: InsertPlan?
+                var highestKey: Int64 = 0
+                func flushHighestKey() {
+                    guard let current, highestKey > 0 else { return }
+                    maxKeys[current.keyEntity] = max(maxKeys[current.keyEntity] ?? 0, highestKey)
+                    highestKey = 0
+                }
                 for snapshot in request.inserted {
                     let id = snapshot.objectID
-                    let mapping = try mapping(for: id.entity)
                     guard let pk = id.primaryKey else {
                         throw CoreDataError(.persistentStoreSave, "cannot insert \(id): it has a temporary ID; obtain permanent IDs first")
                     }
-                    // Bound value by value on the statement prepared once
-                    // per save and entity: no SQL-text lookup or array per row.
-                    let plan = insertStatement(mapping)
-                    let statement: SQLiteStatement
-                    if let prepared = insertStatements[mapping.number] {
-                        statement = prepared
-                    } else {
-                        statement = try db.prepare(plan.sql)
-                        insertStatements[mapping.number] = statement
+                    if current?.entity !== id.entity {
+                        flushHighestKey()
+                        let mapping = try mapping(for: id.entity)
+                        // Bound value by value on the statement prepared once
+                        // per save and entity: no SQL-text lookup or array per row.
+                        let sqlPlan = insertStatement(mapping)
+                        let statement: SQLiteStatement
+                        if let prepared = insertStatements[mapping.number] {
+                            statement = prepared
+                        } else {
+                            statement = try db.prepare(sqlPlan.sql)
+                            insertStatements[mapping.number] = statement
+                        }
+                        let columns = zip(sqlPlan.properties, slots(mapping, sqlPlan.properties)).map { ($0.0.0, $0.0.1, $0.1) }
+                        current = InsertPlan(entity: id.entity, mapping: mapping, statement: statement, columns: columns,
+                                             keyEntity: keyEntityNumbers[mapping.number] ?? keyEntityNumber(mapping))
                     }
+                    let plan = current!
+                    let statement = plan.statement
                     statement.reset()
                     try statement.bind(.integer(pk), at: 1)
-                    try statement.bind(.integer(Int64(mapping.number)), at: 2)
+                    try statement.bind(.integer(Int64(plan.mapping.number)), at: 2)
                     try statement.bind(.integer(max(1, snapshot.version)), at: 3)
                     var index: Int32 = 4
-                    for ((property, column), slot) in zip(plan.properties, slots(mapping, plan.properties)) {
-                        try statement.bind(try binding(for: snapshot, mapping: mapping, property: property, column: column, slot: slot), at: index)
+                    for (property, column, slot) in plan.columns {
+                        try statement.bind(try binding(for: snapshot, mapping: plan.mapping, property: property, column: column, slot: slot), at: index)
                         index += 1
                     }
                     try statement.runBound()
-                    let keyEntity = keyEntityNumbers[mapping.number] ?? keyEntityNumber(mapping)
-                    maxKeys[keyEntity] = max(maxKeys[keyEntity] ?? 0, pk)
+                    highestKey = max(highestKey, pk)
                 }
+                flushHighestKey()
 
                 for change in request.toManyChanges {
                     try writeToMany(change, schema: schema, db: db)
