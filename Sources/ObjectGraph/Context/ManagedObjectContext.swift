@@ -322,13 +322,16 @@ public final class ManagedObjectContext: NSLocking {
         // still missing from the row cache in the same query, so walking a
         // relationship of n objects costs n/500 queries, not n. The members
         // stay faults (each fires on its own, as in Core Data), from the cache.
-        if let group = object.faultGroup {
+        let snapshot: StoreSnapshot?
+        if let group = object.faultGroup, stalenessInterval != 0 {
             object.faultGroup = nil
-            if stalenessInterval != 0 {
-                try persistentStoreCoordinator.cacheRows(of: group.ids, from: object.faultGroupIndex, limit: Self.faultGroupBatchSize, staleness: stalenessInterval)
-            }
+            snapshot = try persistentStoreCoordinator.snapshot(for: object.objectID, staleness: stalenessInterval, batchingWith: group.ids,
+                                                               from: object.faultGroupIndex, limit: Self.faultGroupBatchSize)
+        } else {
+            object.faultGroup = nil
+            snapshot = try persistentStoreCoordinator.snapshot(for: object.objectID, staleness: stalenessInterval)
         }
-        guard let snapshot = try persistentStoreCoordinator.snapshot(for: object.objectID, staleness: stalenessInterval) else {
+        guard let snapshot else {
             throw CoreDataError(.managedObjectContextReferentialIntegrity, "CoreData could not fulfill a fault for \(object.objectID): the \(object.entity.name) record no longer exists", userInfo: [CoreDataError.affectedObjectsErrorKey: [object]])
         }
         object.load(values: values(from: snapshot), version: snapshot.version, context: self)

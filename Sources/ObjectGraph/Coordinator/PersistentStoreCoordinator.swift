@@ -341,39 +341,54 @@ public final class PersistentStoreCoordinator: NSLocking {
     /// The snapshot of one object: cached when younger than `staleness`
     /// (negative: any age), else read from its store; nil when it is gone.
     func snapshot(for id: ManagedObjectID, staleness: TimeInterval) throws -> StoreSnapshot? {
-        try snapshots(for: [id], staleness: staleness)[id]
+        // One lookup, no arrays: every fault that fires comes through here.
+        try locked {
+            if let hit = rowCache[id], isFresh(hit.time, staleness) { return hit.snapshot }
+            guard let store = id.persistentStore ?? store(withIdentifier: id.storeIdentifier) else { return nil }
+            let found = try store.snapshots(for: [id])[id]
+            rowCache[id] = found.map { ($0, now()) }
+            return found
+        }
+    }
+
+    /// The snapshot of a member of a to-many fault (`ids`, at `start`): when
+    /// the cache lacks it, the rows of up to `limit` members the cache lacks
+    /// (or holds older than `staleness`), scanning from `start` and wrapping
+    /// around, are read in one store round-trip and cached, so the next
+    /// members' faults fire from the cache. Nil when the row is gone.
+    func snapshot(for id: ManagedObjectID, staleness: TimeInterval, batchingWith ids: [ManagedObjectID], from start: Int, limit: Int) throws -> StoreSnapshot? {
+        try locked {
+            if let hit = rowCache[id], isFresh(hit.time, staleness) { return hit.snapshot }
+            var wanted: [ManagedObjectID] = [id]
+            var i = ids.isEmpty ? 0 : min(max(0, start), ids.count - 1)
+            for _ in 0..<ids.count where wanted.count < limit {
+                let member = ids[i]
+                if member != id {
+                    if let hit = rowCache[member], isFresh(hit.time, staleness) {} else { wanted.append(member) }
+                }
+                i = i + 1 == ids.count ? 0 : i + 1
+            }
+            let found = try currentSnapshots(for: wanted)
+            let time = now()
+            for (member, snapshot) in found { rowCache[member] = (snapshot, time) }
+            guard let own = found[id] else {
+                rowCache[id] = nil
+                return nil
+            }
+            return own
+        }
+    }
+
+    /// A cached row read at `time` may be used under `staleness` (negative:
+    /// any age). The clock is read only when an interval is set.
+    private func isFresh(_ time: Date, _ staleness: TimeInterval) -> Bool {
+        staleness < 0 || now().timeIntervalSince(time) <= staleness
     }
 
     /// `snapshot(for:staleness:)` for many objects: the cache answers what it
     /// holds fresh enough, and the rest is read with one `snapshots(for:)`
     /// call per store (prefetching relies on this being one round-trip).
     /// Rows read are cached; IDs whose rows are gone are absent.
-    /// Reads into the row cache the rows of up to `limit` of `ids` that it
-    /// lacks (or holds older than `staleness`), scanning from `start` and
-    /// wrapping around, in one store round-trip, unless the row at `start`
-    /// is cached already. Used when a member of a
-    /// to-many fault fires: the next members' faults then fire from the cache.
-    func cacheRows(of ids: [ManagedObjectID], from start: Int, limit: Int, staleness: TimeInterval) throws {
-        guard !ids.isEmpty else { return }
-        try locked {
-            var wanted: [ManagedObjectID] = []
-            let time = now()
-            var i = min(max(0, start), ids.count - 1)
-            // Nothing to do when the firing member's own row is cached: an
-            // earlier batch read it, and scanning again would cost O(n) per fault.
-            if let hit = rowCache[ids[i]], staleness < 0 || time.timeIntervalSince(hit.time) <= staleness { return }
-            for _ in 0..<ids.count {
-                let id = ids[i]
-                if let hit = rowCache[id], staleness < 0 || time.timeIntervalSince(hit.time) <= staleness {} else { wanted.append(id) }
-                if wanted.count == limit { break }
-                i = i + 1 == ids.count ? 0 : i + 1
-            }
-            guard !wanted.isEmpty else { return }
-            let found = try currentSnapshots(for: wanted)
-            for (id, snapshot) in found { rowCache[id] = (snapshot, time) }
-        }
-    }
-
     func snapshots(for ids: [ManagedObjectID], staleness: TimeInterval) throws -> [ManagedObjectID: StoreSnapshot] {
         try locked {
             var out: [ManagedObjectID: StoreSnapshot] = [:]
