@@ -41,13 +41,14 @@ enum ModelValue {
     }
 
     /// True when `value`'s type is one of the plain attribute value types
-    /// (never an optional, collection or object), by type identity alone.
+    /// (`exactSwiftType`, and `Int`), by type identity alone: never an
+    /// optional, collection or object.
     static func isPlainValue(_ value: Any) -> Bool {
-        let type = Swift.type(of: value)
-        return type == String.self || type == Int64.self || type == Double.self || type == Int32.self || type == Int16.self
-            || type == Int.self || type == Bool.self || type == Date.self || type == Float.self || type == Decimal.self
-            || type == Data.self || type == UUID.self || type == URL.self
+        plainTypes.contains(ObjectIdentifier(Swift.type(of: value)))
     }
+
+    private static let plainTypes: [ObjectIdentifier] =
+        AttributeType.allCases.compactMap { exactSwiftType($0).map(ObjectIdentifier.init) } + [ObjectIdentifier(Int.self)]
 
     /// Parses Xcode's `defaultValueString` for an attribute type.
     static func parseDefault(_ string: String, type: AttributeType) -> Any?? {

@@ -19,9 +19,6 @@ final class EntityLayout {
     let toManyNames: [String]
     let attributes: [AttributeDescription]
     let relationships: [RelationshipDescription]
-    /// Keys an object's storage may hold that a snapshot does not: transient
-    /// properties and to-many relationships.
-    let nonSnapshotKeys: [String]
     /// True when some attribute or relationship is transient.
     let hasTransientProperties: Bool
     /// Attributes with a default value, set on insert.
@@ -65,7 +62,6 @@ final class EntityLayout {
         persistentKeySet = Set(persistentKeys)
         toManyNames = relationships.filter(\.isToMany).map(\.name)
         toOneRelationships = relationships.filter { !$0.isToMany && !$0.isTransient }
-        nonSnapshotKeys = props.filter { $0.isTransient || ($0 as? RelationshipDescription)?.isToMany == true }.map(\.name)
         hasTransientProperties = props.contains { $0.isTransient && !($0 is FetchedPropertyDescription) }
         attributesWithDefaults = attributes.filter { $0.defaultValue != nil }
 

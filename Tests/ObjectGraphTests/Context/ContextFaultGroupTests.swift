@@ -29,8 +29,7 @@ import Testing
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("faultgroup-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let coordinator = try PersistentStoreCoordinator(managedObjectModel: model())
-        let store = try #require(try coordinator.addPersistentStore(ofType: PersistentStoreCoordinator.sqliteStoreType,
-                                                                    at: directory.appendingPathComponent("G.sqlite")) as? SQLiteStore)
+        try coordinator.addPersistentStore(ofType: PersistentStoreCoordinator.sqliteStoreType, at: directory.appendingPathComponent("G.sqlite"))
         let writer = ManagedObjectContext(coordinator: coordinator)
         try writer.performAndWait {
             let group = try writer.insertNewObject(forEntityName: "Group")
@@ -47,7 +46,6 @@ import Testing
         let readerCoordinator = try PersistentStoreCoordinator(managedObjectModel: model())
         let readerStore = try #require(try readerCoordinator.addPersistentStore(ofType: PersistentStoreCoordinator.sqliteStoreType,
                                                                                 at: directory.appendingPathComponent("G.sqlite")) as? SQLiteStore)
-        _ = store
         return (ManagedObjectContext(coordinator: readerCoordinator), readerStore, directory)
     }
 

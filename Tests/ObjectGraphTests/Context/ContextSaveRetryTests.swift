@@ -4,8 +4,8 @@ import Testing
 
 /// A single-store save finds conflicts through the write itself (UPDATE …
 /// AND Z_OPT = ?), resolves them with the merge policy, and writes once more
-/// (MOC-MP-04…MOC-MP-08, MOC-SV-06 steps 7–9). Another writer that changes the
-/// row again in between makes the second write fail with 133020.
+/// (MOC-MP-04…MOC-MP-08, MOC-SV-06 steps 7–9). A save by another writer while
+/// the policy resolves is looked up and resolved too before the second write.
 @Suite(.serialized) struct ContextSaveRetryTests {
     /// Runs `onMergeAwake` when the merge policy has just resolved it, that
     /// is between the failed first write and the second.
@@ -32,13 +32,7 @@ import Testing
         ManagedObjectClassRegistry.shared.register(RacingItem.self)
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("retry-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let url = directory.appendingPathComponent("R.sqlite")
-        func context() throws -> ManagedObjectContext {
-            let coordinator = try PersistentStoreCoordinator(managedObjectModel: model())
-            try coordinator.addPersistentStore(ofType: PersistentStoreCoordinator.sqliteStoreType, at: url)
-            return ManagedObjectContext(coordinator: coordinator)
-        }
-        let mine = try context(), theirs = try context()
+        let mine = try context(on: directory), theirs = try context(on: directory)
         let id: ManagedObjectID = try mine.performAndWait {
             let item = try mine.insertNewObject(forEntityName: "RacingItem")
             try item.setValue("first", forKey: "name")
@@ -51,6 +45,22 @@ import Testing
             try theirs.existingObject(with: try #require(theirs.persistentStoreCoordinator.managedObjectID(forURIRepresentation: id.uriRepresentation)))
         }
         return (mine, theirs, myItem, theirItem, directory)
+    }
+
+    /// A context on its own coordinator over the test's store file.
+    static func context(on directory: URL) throws -> ManagedObjectContext {
+        let coordinator = try PersistentStoreCoordinator(managedObjectModel: model())
+        try coordinator.addPersistentStore(ofType: PersistentStoreCoordinator.sqliteStoreType, at: directory.appendingPathComponent("R.sqlite"))
+        return ManagedObjectContext(coordinator: coordinator)
+    }
+
+    /// The item's stored values, read through a coordinator of its own.
+    static func storedRow(in directory: URL) throws -> (name: String?, count: Int64?) {
+        let reader = try context(on: directory)
+        return try reader.performAndWait {
+            let row = try #require(try reader.fetch(FetchRequest(entityName: "RacingItem")).first)
+            return (try row.value(forKey: "name") as? String, try row.value(forKey: "count") as? Int64)
+        }
     }
 
     @Test func aConflictFoundByTheWriteIsResolvedAndWrittenAgain() throws {
@@ -70,14 +80,9 @@ import Testing
             #expect(!mine.hasChanges)
         }
         // What the file holds, read by a third coordinator.
-        let coordinator = try PersistentStoreCoordinator(managedObjectModel: Self.model())
-        try coordinator.addPersistentStore(ofType: PersistentStoreCoordinator.sqliteStoreType, at: directory.appendingPathComponent("R.sqlite"))
-        let reader = ManagedObjectContext(coordinator: coordinator)
-        try reader.performAndWait {
-            let row = try #require(try reader.fetch(FetchRequest(entityName: "RacingItem")).first)
-            #expect(try row.value(forKey: "name") as? String == "theirs")
-            #expect(try row.value(forKey: "count") as? Int64 == 2)
-        }
+        let stored = try Self.storedRow(in: directory)
+        #expect(stored.name == "theirs")
+        #expect(stored.count == 2)
     }
 
     @Test func aWriteDuringResolutionIsResolvedBeforeTheSecondWrite() throws {
@@ -113,14 +118,9 @@ import Testing
             #expect(try myItem.value(forKey: "count") as? Int64 == 2)
         }
         #expect(hookSaved)
-        let coordinator = try PersistentStoreCoordinator(managedObjectModel: Self.model())
-        try coordinator.addPersistentStore(ofType: PersistentStoreCoordinator.sqliteStoreType, at: directory.appendingPathComponent("R.sqlite"))
-        let reader = ManagedObjectContext(coordinator: coordinator)
-        try reader.performAndWait {
-            let row = try #require(try reader.fetch(FetchRequest(entityName: "RacingItem")).first)
-            #expect(try row.value(forKey: "name") as? String == "again")   // their later name
-            #expect(try row.value(forKey: "count") as? Int64 == 2)          // object trump: this side's count
-        }
+        let stored = try Self.storedRow(in: directory)
+        #expect(stored.name == "again")   // their later name
+        #expect(stored.count == 2)        // object trump: this side's count
     }
 
     @Test func theErrorPolicyReportsAConflictFoundByTheWrite() throws {

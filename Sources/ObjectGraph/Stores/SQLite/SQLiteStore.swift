@@ -982,8 +982,18 @@ public final class SQLiteStore: PersistentStore {
                 if metadataChanged { try SQLiteMetadata.write(metadataToWrite, to: db) }
                 var conflicts: [ManagedObjectID: StoreSnapshot?] = [:]
                 var maxKeys: [Int: Int64] = [:]
-                var insertStatements: [Int: SQLiteStatement] = [:]
-                var updateStatements: [Int: SQLiteStatement] = [:]
+                // Each row is bound on a statement prepared once per save,
+                // kind and entity: no SQL text is built or looked up per row.
+                enum Kind { case insert, update, delete }
+                struct StatementKey: Hashable { let kind: Kind; let entity: Int }
+                var statements: [StatementKey: SQLiteStatement] = [:]
+                func statement(_ kind: Kind, _ mapping: SQLiteSchema.EntityMapping, _ sql: () -> String) throws -> SQLiteStatement {
+                    let key = StatementKey(kind: kind, entity: mapping.number)
+                    if let prepared = statements[key] { return prepared }
+                    let prepared = try db.prepare(sql())
+                    statements[key] = prepared
+                    return prepared
+                }
                 // Per entity, the snapshot slot of each written column, found
                 // once per save instead of once per value.
                 var columnSlots: [Int: [Int?]] = [:]
@@ -994,19 +1004,12 @@ public final class SQLiteStore: PersistentStore {
                     columnSlots[mapping.number] = found
                     return found
                 }
-                var deleteStatements: [Int: SQLiteStatement] = [:]
 
                 for (id, expected) in request.deleted {
                     let mapping = try mapping(for: id.entity)
                     guard let pk = id.primaryKey else { continue }
                     let external = try storedExternalColumns(pk: pk, mapping: mapping, db: db)
-                    let statement: SQLiteStatement
-                    if let prepared = deleteStatements[mapping.number] {
-                        statement = prepared
-                    } else {
-                        statement = try db.prepare("DELETE FROM \(mapping.tableName) WHERE Z_PK = ? AND Z_ENT = ? AND Z_OPT = ?")
-                        deleteStatements[mapping.number] = statement
-                    }
+                    let statement = try statement(.delete, mapping) { "DELETE FROM \(mapping.tableName) WHERE Z_PK = ? AND Z_ENT = ? AND Z_OPT = ?" }
                     statement.reset()
                     try statement.bind(.integer(pk), at: 1)
                     try statement.bind(.integer(Int64(mapping.number)), at: 2)
@@ -1030,15 +1033,7 @@ public final class SQLiteStore: PersistentStore {
                     let version = snapshot.version > expected ? snapshot.version : expected + 1
                     previousExternalColumns = try storedExternalColumns(pk: pk, mapping: mapping, db: db)
                     defer { previousExternalColumns = [:] }
-                    // Prepared once per save and entity and bound value by
-                    // value, as inserts are: no SQL-text lookup or array per row.
-                    let statement: SQLiteStatement
-                    if let prepared = updateStatements[mapping.number] {
-                        statement = prepared
-                    } else {
-                        statement = try db.prepare(plan.sql)
-                        updateStatements[mapping.number] = statement
-                    }
+                    let statement = try statement(.update, mapping) { plan.sql }
                     statement.reset()
                     try statement.bind(.integer(version), at: 1)
                     var index: Int32 = 2
@@ -1080,16 +1075,8 @@ public final class SQLiteStore: PersistentStore {
                     if current?.entity !== id.entity {
                         flushHighestKey()
                         let mapping = try mapping(for: id.entity)
-                        // Bound value by value on the statement prepared once
-                        // per save and entity: no SQL-text lookup or array per row.
                         let sqlPlan = insertStatement(mapping)
-                        let statement: SQLiteStatement
-                        if let prepared = insertStatements[mapping.number] {
-                            statement = prepared
-                        } else {
-                            statement = try db.prepare(sqlPlan.sql)
-                            insertStatements[mapping.number] = statement
-                        }
+                        let statement = try statement(.insert, mapping) { sqlPlan.sql }
                         let columns = zip(sqlPlan.properties, slots(mapping, sqlPlan.properties)).map { ($0.0.0, $0.0.1, $0.1) }
                         current = InsertPlan(entity: id.entity, mapping: mapping, statement: statement, columns: columns,
                                              keyEntity: keyEntityNumbers[mapping.number] ?? keyEntityNumber(mapping))
