@@ -82,6 +82,11 @@ extension ManagedObjectContext {
                 guard try matches(request, object) else { continue }
                 add(.object(object), .object(object))
             }
+            // Changed objects whose stored rows the store's SQL left out (MOC-FE-05).
+            for object in updatedSet where fits(object.entity) && seen.insert(object.objectID).inserted {
+                guard try matches(request, object) else { continue }
+                add(.id(object.objectID), .object(object))
+            }
         }
         if !sortKeys.isEmpty {
             let sorted = try FetchSortDescriptor.sort(sortSubjects, using: request.sortDescriptors)

@@ -134,6 +134,12 @@ extension ManagedObjectContext {
             for object in insertedSet where fits(object.entity) && seen.insert(ObjectIdentifier(object)).inserted {
                 candidates.append(object)
             }
+            // A changed object may match now though its stored row does not,
+            // and a store that filtered in SQL left that row out (MOC-FE-05):
+            // it is judged on its in-memory values like the rest.
+            for object in updatedSet where fits(object.entity) && seen.insert(ObjectIdentifier(object)).inserted {
+                candidates.append(object)
+            }
         }
         var result = try candidates.filter { try prematched.contains(ObjectIdentifier($0)) || matches(request, $0) }
         if !request.sortDescriptors.isEmpty {

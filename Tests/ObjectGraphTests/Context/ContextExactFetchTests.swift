@@ -1,0 +1,77 @@
+import Foundation
+import Testing
+@testable import ObjectGraph
+
+/// Fetches the SQLite store answers exactly: with nothing unsaved to overlay
+/// (or `includesPendingChanges` off) the store's rows are the result, which
+/// is Core Data's SQL semantics for unchanged objects; changed objects are
+/// still judged on their in-memory values.
+@Suite struct ContextExactFetchTests {
+    /// Two contexts on two coordinators over one file holding items "a", "b", "c".
+    static func twoCoordinators() throws -> (ManagedObjectContext, ManagedObjectContext, URL) {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("exact-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        func context() throws -> ManagedObjectContext {
+            let coordinator = try PersistentStoreCoordinator(managedObjectModel: ContextFaultGroupTests.model())
+            try coordinator.addPersistentStore(ofType: PersistentStoreCoordinator.sqliteStoreType, at: directory.appendingPathComponent("E.sqlite"))
+            return ManagedObjectContext(coordinator: coordinator)
+        }
+        let first = try context()
+        try first.performAndWait {
+            for name in ["a", "b", "c"] { try first.insertNewObject(forEntityName: "Item").setValue(name, forKey: "name") }
+            try first.save()
+        }
+        return (first, try context(), directory)
+    }
+
+    static func items(named name: String) throws -> FetchRequest {
+        let request = FetchRequest(entityName: "Item")
+        request.predicate = try FetchPredicate(format: "name == %@", name)
+        return request
+    }
+
+    @Test func pendingChangesOffMatchesTheStoredValues() throws {
+        // FR-13 (NO: only objects that match in the persistent store), MOC-FE-05 (YES: in-memory values)
+        let (context, _, directory) = try Self.twoCoordinators()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try context.performAndWait {
+            let a = try #require(try context.fetch(Self.items(named: "a")).first)
+            try a.setValue("z", forKey: "name")   // unsaved
+            let byNewName = try Self.items(named: "z"), byOldName = try Self.items(named: "a")
+            #expect(try context.fetch(byNewName) == [a])
+            #expect(try context.fetch(byOldName).isEmpty)
+            byNewName.includesPendingChanges = false
+            byOldName.includesPendingChanges = false
+            #expect(try context.fetch(byNewName).isEmpty)
+            #expect(try context.fetch(byOldName) == [a])
+            #expect(try a.value(forKey: "name") as? String == "z")   // the fetch changed nothing in memory
+            // A batched fetch overlays the change the same way.
+            let batched = try Self.items(named: "z")
+            batched.fetchBatchSize = 2
+            #expect(Array(try context.fetchBatched(batched)) == [a])
+        }
+    }
+
+    @Test func anUnchangedStaleObjectIsMatchedByItsStoredRow() throws {
+        // MOC-FE-07: the same instance, its in-memory values untouched; membership by the store's row
+        let (context, other, directory) = try Self.twoCoordinators()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let b = try context.performAndWait {
+            let b = try #require(try context.fetch(Self.items(named: "b")).first)
+            #expect(try b.value(forKey: "name") as? String == "b")
+            return b
+        }
+        try other.performAndWait {
+            let copy = try #require(try other.fetch(Self.items(named: "b")).first)
+            try copy.setValue("y", forKey: "name")
+            try other.save()
+        }
+        try context.performAndWait {
+            #expect(!context.hasChanges)
+            let found = try context.fetch(Self.items(named: "y"))
+            #expect(found.count == 1 && found.first === b)
+            #expect(try b.value(forKey: "name") as? String == "b")   // not refreshed by the fetch
+            #expect(try context.fetch(Self.items(named: "b")).isEmpty)
+        }
+    }
+}
