@@ -14,8 +14,8 @@ extension ManagedObjectContext {
     /// ```
     public func refresh(_ object: ManagedObject, mergeChanges: Bool) {
         checkConfinement()
-        precondition(object.managedObjectContext === self || object.managedObjectContext == nil, "ObjectGraph: refresh(_:mergeChanges:) takes an object of this context (MOC-RF-07)")
-        guard object.managedObjectContext === self, !insertedSet.contains(object) else { return }
+        precondition(object.belongs(to: self) || object.managedObjectContext == nil, "ObjectGraph: refresh(_:mergeChanges:) takes an object of this context (MOC-RF-07)")
+        guard object.belongs(to: self), !insertedSet.contains(object) else { return }
         try? refresh(object, mergeChanges: mergeChanges, staleness: stalenessInterval)
     }
 

@@ -36,7 +36,7 @@ extension ManagedObjectContext {
         // not leave half of the work done.
         var paths: [[String]] = []
         for entity in roots.values { paths = try Self.checkPrefetchPaths(keyPaths, from: entity) }
-        let start = Self.unique(objects.filter { $0.managedObjectContext === self })
+        let start = Self.unique(objects.filter { $0.belongs(to: self) })
         for steps in paths {
             var level = start
             for key in steps where !level.isEmpty {

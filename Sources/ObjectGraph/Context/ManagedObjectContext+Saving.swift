@@ -37,9 +37,12 @@ extension ManagedObjectContext {
 
         // Step 6: stores and permanent IDs, not applied until the writes succeed.
         let inserted = Array(insertedSet)
-        var newIDs = try allocatePermanentIDs(for: inserted.filter { $0.objectID.isTemporaryID })
-        for object in inserted where !object.objectID.isTemporaryID { newIDs[ObjectIdentifier(object)] = object.objectID }
-        func finalID(_ object: ManagedObject) -> ManagedObjectID { newIDs[ObjectIdentifier(object)] ?? object.objectID }
+        let insertedStores = try stores(for: inserted)
+        // A failed save leaves temporary IDs as they were (MOC-SV-04).
+        var idsApplied = false
+        defer { if !idsApplied { for object in inserted { object.pendingPermanentID = nil } } }
+        try allocatePermanentIDs(for: inserted, in: insertedStores)
+        func finalID(_ object: ManagedObject) -> ManagedObjectID { object.pendingPermanentID ?? object.objectID }
         try checkCrossStoreRelationships(inserted + Array(updatedSet), finalID)
 
         // Steps 7–8: conflicts against what the stores hold now. With one
@@ -77,8 +80,8 @@ extension ManagedObjectContext {
                 changeSet.contextName = name
                 changeSet.transactionAuthor = transactionAuthor
 
-                for object in inserted {
-                    let store = try self.store(for: object)
+                for (index, object) in inserted.enumerated() {
+                    let store = insertedStores[index]
                     let snapshot = StoreSnapshot(objectID: finalID(object), version: 1, slots: storedSlots(of: object, finalID))
                     let toMany = toManyChanges(of: object, finalID, onlyChanged: false)
                     edit(store) { r in
@@ -146,11 +149,11 @@ extension ManagedObjectContext {
         }
 
         // Step 10: commit in memory.
+        idsApplied = true
         for object in inserted {
-            let store = try self.store(for: object)
             let id = finalID(object)
-            id.persistentStore = store
-            rekey(object, to: id)
+            object.pendingPermanentID = nil
+            if id !== object.objectID { rekey(object, to: id) }
             object.storeVersion = 1
             commitValues(object)
         }

@@ -69,6 +69,8 @@ public final class ManagedObjectContext: NSLocking {
     /// Faults created by a merge, held until the next save or reset (MOC-MG-03).
     var mergeRetained = Set<ManagedObject>()
     var assignedStores: [ObjectIdentifier: PersistentStore] = [:]
+    /// The last entity `checkInsertable` accepted (see there).
+    private var lastInsertableEntity: EntityDescription?
     /// False makes count and dictionary fetches always take the in-memory
     /// path; tests turn it off to compare that path with the stores' SQL.
     var allowsFetchPushdown = true
@@ -111,6 +113,19 @@ public final class ManagedObjectContext: NSLocking {
 
     deinit {
         if let storesObserver { NotificationCenter.default.removeObserver(storesObserver) }
+        // Objects hold their context unretained (see `Unretained`):
+        // each one this context still knows forgets it now, as a weak
+        // reference would. Every object whose reference is set is registered
+        // here; the change sets are walked too for safety.
+        func detach(_ object: ManagedObject) {
+            if object.belongs(to: self) { object.managedObjectContext = nil }
+        }
+        for object in registry.values { detach(object) }
+        for object in insertedSet { detach(object) }
+        for object in updatedSet { detach(object) }
+        for object in deletedSet { detach(object) }
+        for object in forgottenInserts { detach(object) }
+        for object in mergeRetained { detach(object) }
     }
 
     private var storesObserver: NSObjectProtocol?
@@ -246,18 +261,36 @@ public final class ManagedObjectContext: NSLocking {
     }
 
     func objectForID(_ id: ManagedObjectID) -> ManagedObject {
-        if let o = registry[id] { return o }
-        let type = ManagedObjectClassRegistry.shared.objectClass(for: id.entity)
-        let object = type.makeFault(entity: id.entity, id: id)
-        register(object)
+        // One hash lookup finds the entry or puts the new fault in its place:
+        // every fetched row and every related ID comes through here.
+        var made = false
+        let object = Self.entry(&registry[id, default: {
+            made = true
+            return ManagedObjectClassRegistry.shared.objectClass(for: id.entity).makeFault(entity: id.entity, id: id)
+        }()])
+        if made {
+            object.managedObjectContext = self
+            sweepIfGrown()
+        }
         return object
     }
+
+    private static func entry(_ value: inout ManagedObject) -> ManagedObject { value }
 
     func register(_ object: ManagedObject) {
         object.managedObjectContext = self
         registry[object.objectID] = object
+        sweepIfGrown()
+    }
+
+    /// Sweeps the uniquing table when it has doubled since the last sweep.
+    private func sweepIfGrown() {
         if registry.count >= sweepThreshold && !retainsRegisteredObjects {
-            sweepUnreferencedObjects(untilStable: false)
+            // Changed objects are held by the change sets and cannot go: a
+            // sweep is worth its pass over the table only when enough of it
+            // could (not while inserting many objects, say).
+            let sweepable = registry.count - insertedSet.count - updatedSet.count - deletedSet.count
+            if sweepable >= Self.minimumSweepThreshold { sweepUnreferencedObjects(untilStable: false) }
             sweepThreshold = max(Self.minimumSweepThreshold, registry.count * 2)
         }
     }
@@ -381,17 +414,22 @@ public final class ManagedObjectContext: NSLocking {
     }
 
     func checkInsertable(_ entity: EntityDescription) throws {
+        // The model is frozen once a coordinator uses it, so an entity that
+        // passed once passes again: inserting many objects of one entity
+        // skips the weak load of its model per object.
+        if entity === lastInsertableEntity { return }
         if entity.isAbstract {
             throw CoreDataError(.coreData, "Cannot create an object of the abstract entity \(entity.name) (MOD-05)", userInfo: [CoreDataError.entityNameErrorKey: entity.name])
         }
         guard entity.managedObjectModel === persistentStoreCoordinator.managedObjectModel else {
             throw CoreDataError(.coreData, "The entity \(entity.name) is not from this context's model (OBJ-05)", userInfo: [CoreDataError.entityNameErrorKey: entity.name])
         }
+        lastInsertableEntity = entity
     }
 
     func insertChecked(_ object: ManagedObject) throws {
-        if object.managedObjectContext === self && registry[object.objectID] === object && !deletedSet.contains(object) { return }
-        if let other = object.managedObjectContext, other !== self {
+        if object.belongs(to: self) && registry[object.objectID] === object && !deletedSet.contains(object) { return }
+        if object.managedObjectContextReference.isSet && !object.belongs(to: self) {
             throw CoreDataError(.coreData, "The \(object.entity.name) object belongs to another context (MOC-MO-03)")
         }
         try checkInsertable(object.entity)
@@ -420,7 +458,7 @@ public final class ManagedObjectContext: NSLocking {
     /// (MOC-MO-06, MOC-DP-*).
     public func delete(_ object: ManagedObject) {
         checkConfinement()
-        guard object.managedObjectContext === self, !deletedSet.contains(object) else { return }
+        guard object.belongs(to: self), !deletedSet.contains(object) else { return }
         try? object.fireFaultIfNeeded()
         object.prepareForDeletion()
         if insertedSet.contains(object) {
@@ -452,7 +490,7 @@ public final class ManagedObjectContext: NSLocking {
                     guard let inverse = rel.inverseRelationship else { continue }
                     for d in destinations { try? d.removeOneSide(inverse, object) }
                 case .cascade:
-                    for d in destinations where !deletedSet.contains(d) && d.managedObjectContext === self { delete(d) }
+                    for d in destinations where !deletedSet.contains(d) && d.belongs(to: self) { delete(d) }
                 case .deny, .noAction:
                     continue
                 }
@@ -468,7 +506,7 @@ public final class ManagedObjectContext: NSLocking {
     // MARK: - Change tracking
 
     func objectDidChange(_ object: ManagedObject, key: String, slot: Int?, oldValue: Any?, modeled: Bool) {
-        guard changeProcessingDisabled == 0, object.managedObjectContext === self else { return }
+        guard changeProcessingDisabled == 0, object.belongs(to: self) else { return }
         // Unmodeled keys have no slot: they mark the object updated (when
         // the class asks for that) but are never saved, so nothing records them.
         if let slot { object.changedSlots.insert(slot) }
@@ -513,7 +551,7 @@ public final class ManagedObjectContext: NSLocking {
         // itself is the answer, without building a copy of it.
         let inserted = pendingInserted.allSatisfy(insertedSet.contains) ? pendingInserted : pendingInserted.intersection(insertedSet)
         let deleted = pendingDeleted.allSatisfy(deletedSet.contains) ? pendingDeleted : pendingDeleted.intersection(deletedSet)
-        let updated = pendingUpdated.filter { $0.managedObjectContext === self && !insertedSet.contains($0) && !deletedSet.contains($0) }
+        let updated = pendingUpdated.filter { $0.belongs(to: self) && !insertedSet.contains($0) && !deletedSet.contains($0) }
         let refreshed = pendingRefreshed
         pendingInserted.removeAll(); pendingUpdated.removeAll(); pendingDeleted.removeAll(); pendingRefreshed.removeAll()
         post(Self.objectsDidChangeNotification, inserted: inserted, updated: updated, deleted: deleted, refreshed: refreshed)
@@ -632,7 +670,7 @@ public final class ManagedObjectContext: NSLocking {
         // Every table is emptied below, so each object is only told it was
         // let go of (what `unregister` does beyond removing table entries).
         func forget(_ o: ManagedObject) {
-            guard o.managedObjectContext === self else { return }
+            guard o.belongs(to: self) else { return }
             o.managedObjectContext = nil
             o.wasForgotten = true
         }
@@ -662,23 +700,61 @@ public final class ManagedObjectContext: NSLocking {
     /// with permanent IDs are skipped. They stay inserted until saved.
     public func obtainPermanentIDs(for objects: [ManagedObject]) throws {
         checkConfinement()
-        let pending = objects.filter { $0.objectID.isTemporaryID && $0.managedObjectContext === self }
-        let ids = try allocatePermanentIDs(for: pending)
-        for object in pending { if let id = ids[ObjectIdentifier(object)] { rekey(object, to: id) } }
+        let pending = objects.filter { $0.objectID.isTemporaryID && $0.belongs(to: self) }
+        try allocatePermanentIDs(for: pending, in: stores(for: pending))
+        for object in pending {
+            if let id = object.pendingPermanentID { rekey(object, to: id) }
+            object.pendingPermanentID = nil
+        }
     }
 
-    func allocatePermanentIDs(for objects: [ManagedObject]) throws -> [ObjectIdentifier: ManagedObjectID] {
+    /// Sets `pendingPermanentID` of each temporary object of `objects`
+    /// (whose stores are `stores`, in the same order): one store call per
+    /// store and entity. The save applies them once its writes succeed.
+    func allocatePermanentIDs(for objects: [ManagedObject], in stores: [PersistentStore]) throws {
         struct GroupKey: Hashable { let store: ObjectIdentifier; let entity: ObjectIdentifier }
-        var groups: [GroupKey: (PersistentStore, EntityDescription, [ManagedObject])] = [:]
-        for object in objects {
-            let store = try store(for: object)
-            let key = GroupKey(store: ObjectIdentifier(store), entity: ObjectIdentifier(object.entity))
-            groups[key, default: (store, object.entity, [])].2.append(object)
+        var groups: [(store: PersistentStore, entity: EntityDescription, members: [Int])] = []
+        var groupOf: [GroupKey: Int] = [:]
+        // Objects of one entity usually come in runs: the run's group is
+        // reused without hashing its key for every object.
+        var last: (key: GroupKey, group: Int)?
+        for (index, object) in objects.enumerated() where object.objectID.isTemporaryID {
+            let key = GroupKey(store: ObjectIdentifier(stores[index]), entity: ObjectIdentifier(object.entity))
+            let group: Int
+            if let last, last.key == key {
+                group = last.group
+            } else if let known = groupOf[key] {
+                group = known
+            } else {
+                group = groups.count
+                groups.append((stores[index], object.entity, []))
+                groupOf[key] = group
+            }
+            last = (key, group)
+            groups[group].members.append(index)
         }
-        var out: [ObjectIdentifier: ManagedObjectID] = [:]
-        for (store, entity, members) in groups.values {
-            let ids = try persistentStoreCoordinator.newObjectIDs(in: store, for: entity, count: members.count)
-            for (object, id) in zip(members, ids) { out[ObjectIdentifier(object)] = id }
+        for group in groups {
+            let ids = try persistentStoreCoordinator.newObjectIDs(in: group.store, for: group.entity, count: group.members.count)
+            for (index, id) in zip(group.members, ids) { objects[index].pendingPermanentID = id }
+        }
+    }
+
+    /// The stores of `objects`, in order. Temporary objects not assigned to a
+    /// store go to their entity's default store, looked up once per run of
+    /// one entity rather than once per object (a locked scan of the stores).
+    func stores(for objects: [ManagedObject]) throws -> [PersistentStore] {
+        var out: [PersistentStore] = []
+        out.reserveCapacity(objects.count)
+        var last: (entity: EntityDescription, store: PersistentStore)?
+        for object in objects {
+            let usesDefault = object.objectID.isTemporaryID && (assignedStores.isEmpty || assignedStores[ObjectIdentifier(object)] == nil)
+            if usesDefault, let last, last.entity === object.entity {
+                out.append(last.store)
+                continue
+            }
+            let store = try store(for: object)
+            if usesDefault { last = (object.entity, store) }
+            out.append(store)
         }
         return out
     }
@@ -693,7 +769,9 @@ public final class ManagedObjectContext: NSLocking {
     }
 
     func rekey(_ object: ManagedObject, to id: ManagedObjectID) {
-        if registry[object.objectID] === object { registry[object.objectID] = nil }
+        // One removal and one insertion; an entry of another object under
+        // the old ID (not expected) is put back.
+        if let old = registry.removeValue(forKey: object.objectID), old !== object { registry[old.objectID] = old }
         object.objectID = id
         registry[id] = object
     }
@@ -702,7 +780,7 @@ public final class ManagedObjectContext: NSLocking {
     /// merge policy) if its record changed meanwhile (MOC-MO-13).
     public func detectConflicts(for object: ManagedObject) {
         checkConfinement()
-        guard object.managedObjectContext === self, !object.objectID.isTemporaryID else { return }
+        guard object.belongs(to: self), !object.objectID.isTemporaryID else { return }
         lockedSet.insert(object)
     }
 }

@@ -37,13 +37,26 @@ public final class EntityDescription: CustomStringConvertible, Sequence {
     /// Fetch indexes (`<fetchIndex>` in Xcode's files); not part of the version hash.
     public var indexes: [FetchIndexDescription] = [] {
         willSet { ensureEditable("indexes") }
-        didSet { indexes.forEach { $0.entity = self } }
+        didSet {
+            for old in oldValue where old.entityReference.refers(to: self) && !indexes.contains(where: { $0 === old }) { old.entity = nil }
+            indexes.forEach { $0.entity = self }
+        }
     }
 
-    /// The model this entity belongs to (ED-05); weak, the model owns entities.
-    public internal(set) weak var managedObjectModel: ManagedObjectModel?
-    /// The parent entity (ED-13); set through the parent's `subentities`.
-    public private(set) weak var superentity: EntityDescription?
+    /// The model this entity belongs to (ED-05); unretained, the model owns
+    /// entities and clears it (see `Unretained`).
+    public internal(set) var managedObjectModel: ManagedObjectModel? {
+        get { managedObjectModelReference.target }
+        set { managedObjectModelReference.target = newValue }
+    }
+    var managedObjectModelReference = Unretained<ManagedObjectModel>()
+    /// The parent entity (ED-13); set through the parent's `subentities`,
+    /// unretained like the model.
+    public private(set) var superentity: EntityDescription? {
+        get { superentityReference.target }
+        set { superentityReference.target = newValue }
+    }
+    var superentityReference = Unretained<EntityDescription>()
 
     /// The class name an entity has when none is given (ED-02).
     public static let genericClassName = "NSManagedObject"
@@ -77,6 +90,13 @@ public final class EntityDescription: CustomStringConvertible, Sequence {
 
     public init(name: String) {
         self.name = name
+    }
+
+    deinit {
+        // What refers back here without retaining (see `Unretained`) forgets it.
+        for property in ownProperties where property.entityReference.refers(to: self) { property.entity = nil }
+        for index in indexes where index.entityReference.refers(to: self) { index.entity = nil }
+        for child in children where child.superentityReference.refers(to: self) { child.superentity = nil }
     }
 
     // MARK: - Inheritance

@@ -13,7 +13,11 @@ public final class FetchIndexDescription: CustomStringConvertible {
     public var name: String { willSet { ensureEditable("name") } }
     public var elements: [FetchIndexElementDescription] { willSet { ensureEditable("elements") } }
     /// The entity the index belongs to; set when it is added to one.
-    public internal(set) weak var entity: EntityDescription?
+    public internal(set) var entity: EntityDescription? {
+        get { entityReference.target }
+        set { entityReference.target = newValue }
+    }
+    var entityReference = Unretained<EntityDescription>()
     /// Where the index was declared in a model file, for error messages.
     var sourceLine: Int?
 

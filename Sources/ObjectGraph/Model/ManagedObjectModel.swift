@@ -34,6 +34,11 @@ public final class ManagedObjectModel: CustomStringConvertible, Sequence {
     /// An empty, editable model (MOM-EN-01).
     public init() {}
 
+    deinit {
+        // Entities refer back here without retaining (see `Unretained`).
+        for entity in storedEntities where entity.managedObjectModelReference.refers(to: self) { entity.managedObjectModel = nil }
+    }
+
     // MARK: - Entities
 
     /// The model's entities, sub-entities included (MOM-EN-01, MOM-EN-03).

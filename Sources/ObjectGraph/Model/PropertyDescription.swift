@@ -15,7 +15,12 @@ public class PropertyDescription: CustomStringConvertible {
     /// The property's name, unique within its entity and its ancestors.
     public var name: String { willSet { ensureEditable("name") } }
     /// The entity that declares this property; set when it is added to one.
-    public internal(set) weak var entity: EntityDescription?
+    /// Unretained, as Core Data's; the entity clears it (see `Unretained`).
+    public internal(set) var entity: EntityDescription? {
+        get { entityReference.target }
+        set { entityReference.target = newValue }
+    }
+    var entityReference = Unretained<EntityDescription>()
     /// A nil value fails validation at save when this is false (PROP-02).
     public var isOptional: Bool = true { willSet { ensureEditable("isOptional") } }
     /// Transient properties are modelled and tracked but never stored (PROP-03).

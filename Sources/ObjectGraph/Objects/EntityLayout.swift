@@ -46,6 +46,10 @@ final class EntityLayout {
     let slotIsOptional: [Bool]
     let slotHasValueConstraints: [Bool]
     let slotHasValidationPredicates: [Bool]
+    /// The Swift type an attribute's values have once coerced (nil for
+    /// relationships and types without one): a value already of it needs
+    /// no coercion.
+    let slotExactTypes: [Any.Type?]
 
     init(entity: EntityDescription) {
         self.entity = entity
@@ -84,6 +88,7 @@ final class EntityLayout {
                 || a.minLength != nil || a.maxLength != nil || a.regularExpression != nil
         }
         slotHasValidationPredicates = slotProperties.map { !$0.validationPredicates.isEmpty }
+        slotExactTypes = slotAttributes.map { $0.flatMap { ModelValue.exactSwiftType($0.attributeType) } }
     }
 
     private static let lock = NSLock()

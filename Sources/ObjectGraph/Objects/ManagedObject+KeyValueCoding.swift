@@ -44,7 +44,10 @@ extension ManagedObject {
     /// ```
     public final func setValue(_ value: Any?, forKey key: String) throws {
         let value = ManagedObject.flatten(value)
-        guard let property = layout.propertiesByName[key] else {
+        // One lookup: every settable modeled property has a slot (fetched
+        // properties have none, and are read-only).
+        let slot = layout.slotIndex[key]
+        guard let property = slot.map({ layout.slotProperties[$0] }) ?? layout.propertiesByName[key] else {
             if type(of: self).automaticallyNotifiesObservers(forKey: key) {
                 willChangeValue(forKey: key)
                 defer { didChangeValue(forKey: key) }
@@ -57,13 +60,12 @@ extension ManagedObject {
         }
         try ensureUsable()
         if isFault { try fireFaultIfNeeded() }
-        if let attribute = property as? AttributeDescription {
-            let coerced = try ManagedObject.coerce(value, for: attribute, entityName: entity.name)
-            let slot = layout.slotIndex[key]!
+        if let slot, let attribute = layout.slotAttributes[slot] {
+            let coerced = try coerce(value, slot: slot, attribute)
             if ManagedObject.valuesEqual(storage[slot: slot], coerced) { return }
             willChangeValue(forKey: key)
             storage[slot: slot] = coerced
-            didChangeValue(forKey: key)
+            didChangeValue(forKey: key, slot: slot)
         } else if let rel = property as? RelationshipDescription {
             if rel.isToMany {
                 guard let members = ManagedObject.objects(in: value) else {
@@ -290,7 +292,7 @@ extension ManagedObject {
     /// Objects a context forgot (reset, rolled-back insert, saved delete) keep
     /// their values but can no longer change: nothing would track the change.
     func ensureUsable() throws {
-        if wasForgotten && managedObjectContext == nil {
+        if wasForgotten && !managedObjectContextReference.isSet {
             throw CoreDataError(.managedObjectContextReferentialIntegrity, "The \(entity.name) object \(objectID) is no longer registered with a context (reset, rolled back or deleted) and cannot be changed")
         }
     }
@@ -342,6 +344,15 @@ extension ManagedObject {
 
     /// Converts a value to the Swift type of an attribute when that is exact
     /// (VAL-02, KVC-06), else throws naming entity and key.
+    /// `coerce(_:for:entityName:)` for the attribute in `slot`, with the
+    /// common case (a value already of the attribute's type) answered from
+    /// the layout, without reading the description.
+    @inline(__always)
+    func coerce(_ value: Any?, slot: Int, _ attribute: AttributeDescription) throws -> Any? {
+        if let value, let exact = layout.slotExactTypes[slot], Swift.type(of: value) == exact { return value }
+        return try ManagedObject.coerce(value, for: attribute, entityName: entity.name)
+    }
+
     static func coerce(_ value: Any?, for attribute: AttributeDescription, entityName: String) throws -> Any? {
         guard let value else { return nil }
         let type = attribute.attributeType

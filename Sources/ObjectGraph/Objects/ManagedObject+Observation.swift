@@ -38,14 +38,19 @@ extension ManagedObject {
     }
 
     private var needsOldValues: Bool {
-        !observerTable.isEmpty || (managedObjectContext?.undoManager?.isUndoRegistrationEnabled ?? false)
+        !observerTable.isEmpty || (withContext { $0.undoManager?.isUndoRegistrationEnabled ?? false } ?? false)
     }
 
     /// Completes a change: notifies observers (and observers of dependent
     /// keys) and tells the context, which records it for saving and undo.
     public final func didChangeValue(forKey key: String) {
+        didChangeValue(forKey: key, slot: layout.slotIndex[key])
+    }
+
+    /// `didChangeValue(forKey:)` for a caller that has looked up the slot.
+    final func didChangeValue(forKey key: String, slot: Int?) {
         let old = pendingOldValues.isEmpty ? nil : nilIfNSNull(pendingOldValues.removeValue(forKey: key))
-        finishChange(key, kind: .setting, old: old, objects: [])
+        finishChange(key, slot: slot, kind: .setting, old: old, objects: [])
     }
 
     public final func willChangeValue(forKey key: String, withSetMutation kind: SetMutationKind, using objects: [ManagedObject]) {
@@ -54,14 +59,13 @@ extension ManagedObject {
 
     public final func didChangeValue(forKey key: String, withSetMutation kind: SetMutationKind, using objects: [ManagedObject]) {
         let old = pendingOldValues.isEmpty ? nil : nilIfNSNull(pendingOldValues.removeValue(forKey: key))
-        finishChange(key, kind: kind == .minus ? .removal : .insertion, old: old, objects: objects)
+        finishChange(key, slot: layout.slotIndex[key], kind: kind == .minus ? .removal : .insertion, old: old, objects: objects)
     }
 
-    private func finishChange(_ key: String, kind: ObservedChange.Kind, old: Any?, objects: [ManagedObject]) {
-        let slot = layout.slotIndex[key]
+    private func finishChange(_ key: String, slot: Int?, kind: ObservedChange.Kind, old: Any?, objects: [ManagedObject]) {
         let modeled = slot != nil || layout.fetchedPropertiesByName[key] != nil
         if modeled || !type(of: self).contextShouldIgnoreUnmodeledPropertyChanges {
-            managedObjectContext?.objectDidChange(self, key: key, slot: slot, oldValue: old, modeled: modeled)
+            withContext { $0.objectDidChange(self, key: key, slot: slot, oldValue: old, modeled: modeled) }
         }
         guard !observerTable.isEmpty else { return }
         let rel = layout.relationshipsByName[key]

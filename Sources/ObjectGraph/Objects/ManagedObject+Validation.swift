@@ -7,24 +7,28 @@ import Foundation
 extension ManagedObject {
     /// Checks the model's constraints for `key` (the first failing one).
     func validateModelConstraints(_ value: inout Any?, forKey key: String) throws {
-        // Attributes through their slot: only the checks the model sets run.
-        if let slot = layout.slotIndex[key], let attribute = layout.slotAttributes[slot] {
-            value = try ManagedObject.coerce(value, for: attribute, entityName: entity.name)
+        guard let slot = layout.slotIndex[key] else {
+            guard let property = layout.propertiesByName[key] else { throw unknownKey(key) }
+            try validatePredicates(of: property, value)
+            return
+        }
+        try validateModelConstraints(&value, slot: slot)
+    }
+
+    /// The model's checks of the property in `slot`: only the checks the
+    /// model sets run.
+    func validateModelConstraints(_ value: inout Any?, slot: Int) throws {
+        if let attribute = layout.slotAttributes[slot] {
+            value = try coerce(value, slot: slot, attribute)
             if value == nil {
                 if !layout.slotIsOptional[slot] {
-                    throw validationError(.validationMissingMandatoryProperty, key, nil, "\(entity.name).\(key) is a required value")
+                    throw validationError(.validationMissingMandatoryProperty, attribute.name, nil, "\(entity.name).\(attribute.name) is a required value")
                 }
             } else if layout.slotHasValueConstraints[slot] {
                 try validateAttribute(attribute, value)
             }
-            if layout.slotHasValidationPredicates[slot] { try validatePredicates(of: attribute, value) }
-            return
-        }
-        guard let property = layout.propertiesByName[key] else { throw unknownKey(key) }
-        if let attribute = property as? AttributeDescription {
-            value = try ManagedObject.coerce(value, for: attribute, entityName: entity.name)
-            try validateAttribute(attribute, value)
-        } else if let rel = property as? RelationshipDescription {
+        } else if let rel = layout.slotRelationships[slot] {
+            let key = rel.name
             if rel.isToMany {
                 let count = ManagedObject.objects(in: value)?.count ?? 0
                 if count == 0 && !rel.isOptional && rel.minCount == 0 {
@@ -40,7 +44,7 @@ extension ManagedObject {
                 throw validationError(.validationMissingMandatoryProperty, key, nil, "\(entity.name).\(key) is a required value")
             }
         }
-        try validatePredicates(of: property, value)
+        if layout.slotHasValidationPredicates[slot] { try validatePredicates(of: layout.slotProperties[slot], value) }
     }
 
     /// The property's validation predicates, `SELF` being the value; a
@@ -119,7 +123,16 @@ extension ManagedObject {
             let rel = layout.slotRelationships[slot]
             if let rel, rel.isToMany, unloadedToMany.contains(rel.name) { continue }
             var value: Any? = rel == nil ? storage[slot: slot] : ManagedObject.publicValue(storage[slot: slot], rel)
-            do { try validateValue(&value, forKey: property.name) } catch { errors.append(error) }
+            do {
+                // A plain ManagedObject's validateValue is known (model
+                // constraints, no custom checks): its attributes are checked
+                // by slot, sparing a name lookup per property per save.
+                if isPlainManagedObject {
+                    try validateModelConstraints(&value, slot: slot)
+                } else {
+                    try validateValue(&value, forKey: property.name)
+                }
+            } catch { errors.append(error) }
         }
         if let error = CoreDataError.combining(errors) { throw error }
     }

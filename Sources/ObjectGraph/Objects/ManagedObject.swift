@@ -35,9 +35,29 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         set { assignedObjectID = newValue }
     }
     private var assignedObjectID: ManagedObjectID?
+    /// The permanent ID a save in progress has allocated for this inserted
+    /// object; it becomes `objectID` only once the save's writes succeed.
+    var pendingPermanentID: ManagedObjectID?
     /// The context the object is registered with; nil before insertion and
     /// after its deletion is saved, a rollback of its insert or a reset (OBJ-16).
-    public internal(set) weak var managedObjectContext: ManagedObjectContext?
+    /// Unretained, like Core Data's: the context clears it when it lets go
+    /// of the object and in its deinit (see `Unretained`).
+    public internal(set) var managedObjectContext: ManagedObjectContext? {
+        get { managedObjectContextReference.target }
+        set { managedObjectContextReference.target = newValue }
+    }
+    var managedObjectContextReference = Unretained<ManagedObjectContext>()
+
+    /// True when `context` is the object's context; retains neither.
+    @inline(__always)
+    final func belongs(to context: ManagedObjectContext) -> Bool { managedObjectContextReference.refers(to: context) }
+
+    /// Runs `body` with the object's context, without retaining it; nil
+    /// when the object has none.
+    @inline(__always)
+    final func withContext<R>(_ body: (ManagedObjectContext) throws -> R) rethrows -> R? {
+        try managedObjectContextReference.withTarget(body)
+    }
 
     /// Current values of loaded properties: attribute values, to-one
     /// destinations (`ManagedObject`), to-many members (`[ManagedObject]`).
@@ -63,6 +83,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     var fetchedValues: [String: [Any]] = [:]
     var observerTable: [String: [(id: Int, handler: (ObservedChange) -> Void)]] = [:]
     var nextObserverID = 0
+
+    /// The object's class is ManagedObject itself, so none of its open
+    /// hooks is overridden (validation takes shortcuts for it).
+    var isPlainManagedObject: Bool { type(of: self) == ManagedObject.self }
 
     /// True while the persistent values are not loaded (FLT-01, FLT-05).
     public internal(set) var isFault = false
@@ -99,11 +123,11 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     // MARK: - State (none of these fire a fault: FLT-02)
 
     /// Inserted and not yet saved (CHG-01).
-    public var isInserted: Bool { managedObjectContext?.insertedSet.contains(self) ?? false }
+    public var isInserted: Bool { withContext { $0.insertedSet.contains(self) } ?? false }
     /// Changed since the last save (CHG-02).
-    public var isUpdated: Bool { managedObjectContext?.updatedSet.contains(self) ?? false }
+    public var isUpdated: Bool { withContext { $0.updatedSet.contains(self) } ?? false }
     /// Marked for deletion at the next save (CHG-03).
-    public var isDeleted: Bool { managedObjectContext?.deletedSet.contains(self) ?? false }
+    public var isDeleted: Bool { withContext { $0.deletedSet.contains(self) } ?? false }
     /// Inserted, updated or deleted.
     public var hasChanges: Bool { isInserted || isUpdated || isDeleted }
 
@@ -212,10 +236,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     func fireFaultIfNeeded() throws {
         guard isFault else { return }
-        guard let context = managedObjectContext else {
+        guard try withContext({ try $0.fulfillFault(self) }) != nil else {
             throw CoreDataError(.managedObjectContextReferentialIntegrity, "The \(entity.name) object \(objectID) is a fault outside any context and cannot be loaded")
         }
-        try context.fulfillFault(self)
     }
 
     /// Replaces the object's values with a stored snapshot (PRIM-07: no
@@ -294,6 +317,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     public static func == (a: ManagedObject, b: ManagedObject) -> Bool { a === b }
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+    /// Sets and tables of objects hash the address with one mix (see `IdentityHash`).
+    public func _rawHashValue(seed: Int) -> Int {
+        IdentityHash.mix(UInt64(UInt(bitPattern: ObjectIdentifier(self))), seed: seed)
+    }
 
     /// Never fires a fault (OBJ-19).
     open var description: String {

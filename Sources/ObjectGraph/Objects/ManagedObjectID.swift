@@ -132,5 +132,20 @@ public final class ManagedObjectID: Hashable, CustomStringConvertible, @unchecke
         hasher.combine(referenceObject)
     }
 
+    /// Uniquing tables and the row cache hash the reference with one mix
+    /// (see `IdentityHash`): equal IDs have equal references, as above.
+    public func _rawHashValue(seed: Int) -> Int {
+        switch referenceObject {
+        case .primaryKey(let key):
+            return IdentityHash.mix(UInt64(bitPattern: key), seed: seed)
+        case .temporary(let uuid):
+            let u = uuid.uuid
+            let hi = UInt64(u.0) << 56 | UInt64(u.1) << 48 | UInt64(u.2) << 40 | UInt64(u.3) << 32 | UInt64(u.4) << 24 | UInt64(u.5) << 16 | UInt64(u.6) << 8 | UInt64(u.7)
+            let lo = UInt64(u.8) << 56 | UInt64(u.9) << 48 | UInt64(u.10) << 40 | UInt64(u.11) << 32 | UInt64(u.12) << 24 | UInt64(u.13) << 16 | UInt64(u.14) << 8 | UInt64(u.15)
+            // Temporary keys never equal primary keys, so sharing a mix is harmless.
+            return IdentityHash.mix(hi ^ IdentityHash.mixBits(lo), seed: seed)
+        }
+    }
+
     public var description: String { uriRepresentation.absoluteString }
 }
