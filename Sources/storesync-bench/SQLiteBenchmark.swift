@@ -11,6 +11,16 @@ import ObjectGraph
 /// `peak_rss_mb` (the process's peak resident memory during the
 /// ObjectGraph side, reset before each workload through
 /// `/proc/self/clear_refs`).
+///
+/// Between workloads the ObjectGraph side resets its context (after the
+/// insert, so the fetch starts from the store; after the delete, freeing
+/// the fetched objects). That housekeeping is not part of any workload and
+/// is not timed; the raw side holds no state between workloads.
+///
+/// Update and delete pick the same rows on both sides, by primary key (every
+/// tenth: `Z_PK % 10 == 1` updated, `== 6` deleted): the raw side names
+/// them in its WHERE clause, the ObjectGraph side by the fetched objects' IDs,
+/// and reads the value it changes only on the objects it changes.
 struct SQLiteBenchmark: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sqlite",
@@ -54,6 +64,7 @@ struct SQLiteBenchmark: ParsableCommand {
 
         try measure("insert \(count) objects of 4 attributes, save",
                     graphWork: { try graph.insert(count) }, rawWork: { try raw.insert(count) })
+        try graph.resetContext()
         var fetchedGraph = 0, fetchedRaw = 0
         try measure("fetch all \(count) as populated objects",
                     graphWork: { fetchedGraph = try graph.fetchAll() }, rawWork: { fetchedRaw = try raw.fetchAll() })
@@ -65,6 +76,11 @@ struct SQLiteBenchmark: ParsableCommand {
                     graphWork: { try graph.updateTenthPercent() }, rawWork: { try raw.updateTenthPercent(count) })
         try measure("delete 10%, save",
                     graphWork: { try graph.deleteTenthPercent() }, rawWork: { try raw.deleteTenthPercent(count) })
+        try graph.resetContext()
+        // Both files must now hold the same rows, updated the same way.
+        let graphFile = try RawSide(path: directory.appendingPathComponent("Graph.sqlite").path)
+        defer { graphFile.close() }
+        try Self.expect(try graphFile.rowsSummary() == raw.rowsSummary(), "update/delete changed different rows")
         try graph.prepareGroup(children: 10_000)
         try raw.prepareGroup(children: 10_000)
         try measure("walk a to-many of 10,000",
@@ -139,6 +155,13 @@ private final class GraphSide {
                 try object.setValue(v.created, forKey: "created")
             }
             try context.save()
+        }
+    }
+
+    /// Untimed housekeeping between workloads: forgets every object.
+    func resetContext() throws {
+        context.performAndWait {
+            fetched = []
             context.reset()
         }
     }
@@ -164,9 +187,9 @@ private final class GraphSide {
 
     func updateTenthPercent() throws {
         try context.performAndWait {
-            for object in fetched {
+            for object in fetched where (object.objectID.primaryKey ?? 0) % 10 == 1 {
                 let count = try object.value(forKey: "count") as? Int64 ?? 0
-                if count % 10 == 0 { try object.setValue(count + 1, forKey: "count") }
+                try object.setValue(count + 1, forKey: "count")
             }
             try context.save()
         }
@@ -174,12 +197,10 @@ private final class GraphSide {
 
     func deleteTenthPercent() throws {
         try context.performAndWait {
-            for object in fetched {
-                if (try object.value(forKey: "count") as? Int64 ?? 0) % 10 == 5 { context.delete(object) }
+            for object in fetched where (object.objectID.primaryKey ?? 0) % 10 == 6 {
+                context.delete(object)
             }
             try context.save()
-            fetched = []
-            context.reset()
         }
     }
 
@@ -313,8 +334,9 @@ private final class RawSide {
         try forEveryTenthRow(n, from: 5, "DELETE FROM ZITEM WHERE Z_PK = ?")
     }
 
-    /// Runs `sql` for rows whose index is `offset` modulo 10 (the same rows
-    /// the ObjectGraph side picks by `count % 10`), in one transaction.
+    /// Runs `sql` for rows whose index is `offset` modulo 10 (key `offset + 1`
+    /// modulo 10, the rows the ObjectGraph side picks by object ID), in one
+    /// transaction.
     private func forEveryTenthRow(_ n: Int, from offset: Int, _ sql: String) throws {
         var i = offset
         try inTransaction(sql) { stmt in
@@ -345,6 +367,15 @@ private final class RawSide {
         var names: [String] = []
         try RawSide.query(db, "SELECT Z_PK, ZNAME FROM ZITEM WHERE ZPARENT = \(groupKey)") { names.append(String(cString: sqlite3_column_text($0, 1))) }
         return names.count
+    }
+
+    /// Row count, sum of keys, and rows updated (version above 1) of ZITEM.
+    func rowsSummary() throws -> [Int64] {
+        var out: [Int64] = []
+        try RawSide.query(db, "SELECT COUNT(*), SUM(Z_PK), SUM(Z_OPT > 1) FROM ZITEM") { stmt in
+            out = (0..<3).map { sqlite3_column_int64(stmt, Int32($0)) }
+        }
+        return out
     }
 
     func remainingItems() throws -> Int {

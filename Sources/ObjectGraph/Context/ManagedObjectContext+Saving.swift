@@ -117,9 +117,8 @@ extension ManagedObjectContext {
                 for object in deletedSet {
                     guard let store = object.objectID.persistentStore ?? persistentStoreCoordinator.store(withIdentifier: object.objectID.storeIdentifier) else { continue }
                     edit(store) { $0.deleted.append((object.objectID, object.storeVersion)) }
-                    let old = object.isFault ? [:] : storedValues(of: object, finalID, committed: true)
                     changeSet.deleted.append(ObjectChange(objectID: object.objectID, entityName: object.entity.name,
-                                                          changes: old.mapValues { PropertyChange(oldValue: $0, newValue: nil) }))
+                                                          changes: object.isFault ? [:] : deletionChanges(of: object, finalID)))
                 }
 
                 var written: [PersistentStore] = []
@@ -274,6 +273,19 @@ extension ManagedObjectContext {
 
     func storedValues(of object: ManagedObject, _ finalID: (ManagedObject) -> ManagedObjectID, committed: Bool = false) -> [String: Any] {
         StoreSnapshot(objectID: object.objectID, version: 0, slots: storedSlots(of: object, finalID, committed: committed)).values
+    }
+
+    /// A deleted object's stored values (committed, nil ones left out) as
+    /// changes to nil, built from its slots in one pass.
+    private func deletionChanges(of object: ManagedObject, _ finalID: (ManagedObject) -> ManagedObjectID) -> [String: PropertyChange] {
+        let layout = object.layout
+        let slots = storedSlots(of: object, finalID, committed: true)
+        var out: [String: PropertyChange] = [:]
+        out.reserveCapacity(layout.snapshotSlotCount)
+        for slot in 0..<min(slots.count, layout.snapshotSlotCount) {
+            if let value = slots[slot] { out[layout.slotProperties[slot].name] = PropertyChange(oldValue: value, newValue: nil) }
+        }
+        return out
     }
 
     func propertyChanges(of object: ManagedObject, _ finalID: (ManagedObject) -> ManagedObjectID) -> [String: PropertyChange] {

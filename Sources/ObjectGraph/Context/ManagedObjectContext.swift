@@ -475,8 +475,13 @@ public final class ManagedObjectContext: NSLocking {
 
     /// Applies delete rules to the objects deleted since the last call.
     func propagateDeletes() {
-        while !deletesToPropagate.isEmpty {
-            let object = deletesToPropagate.removeFirst()
+        // In order, by index: cascades append while the loop runs, and
+        // removing from the front each time made deleting n objects O(n²).
+        var next = 0
+        defer { deletesToPropagate.removeAll() }
+        while next < deletesToPropagate.count {
+            let object = deletesToPropagate[next]
+            next += 1
             for rel in object.layout.relationships {
                 let destinations: [ManagedObject]
                 if rel.isToMany {

@@ -361,7 +361,9 @@ public final class PersistentStoreCoordinator: NSLocking {
             if let hit = rowCache[id], isFresh(hit.time, staleness) { return hit.snapshot }
             var wanted: [ManagedObjectID] = [id]
             var i = ids.isEmpty ? 0 : min(max(0, start), ids.count - 1)
-            for _ in 0..<ids.count where wanted.count < limit {
+            var scanned = 0
+            while scanned < ids.count && wanted.count < limit {
+                scanned += 1
                 let member = ids[i]
                 if member != id {
                     if let hit = rowCache[member], isFresh(hit.time, staleness) {} else { wanted.append(member) }
