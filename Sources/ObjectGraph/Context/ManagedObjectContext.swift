@@ -23,20 +23,20 @@ public final class ManagedObjectContext: NSLocking {
     public let concurrencyType: ConcurrencyType
     /// The coordinator; required, so never nil (MOC-00c, MOC-PC-01/02).
     public let persistentStoreCoordinator: PersistentStoreCoordinator
-    public var name: String?
+    @exclusivity(unchecked) public var name: String?
     /// Who is saving, recorded with each save (change history, sync).
-    public var transactionAuthor: String?
+    @exclusivity(unchecked) public var transactionAuthor: String?
     /// The conflict policy of `save()`; `.error` by default (MOC-MP-01).
-    public var mergePolicy: MergePolicy = .error
+    @exclusivity(unchecked) public var mergePolicy: MergePolicy = .error
     /// Nil by default, as on iPhone OS (MOC-UN-01); set one to enable undo.
-    public var undoManager: ContextUndoManager?
+    @exclusivity(unchecked) public var undoManager: ContextUndoManager?
     /// Negative: cached snapshots never go stale (the default, -1); 0: always
     /// refetch when firing faults (MOC-ST-*).
-    public var stalenessInterval: TimeInterval = -1
+    @exclusivity(unchecked) public var stalenessInterval: TimeInterval = -1
     /// True (default): delete rules run at `processPendingChanges`; false: at save (MOC-DP-*).
-    public var propagatesDeletesAtEndOfEvent = true
+    @exclusivity(unchecked) public var propagatesDeletesAtEndOfEvent = true
     /// False (default): clean objects are held weakly and freed when unused (MOC-RR-*).
-    public var retainsRegisteredObjects = false {
+    @exclusivity(unchecked) public var retainsRegisteredObjects = false {
         didSet {
             if !retainsRegisteredObjects { sweepThreshold = Self.minimumSweepThreshold }
         }
@@ -54,42 +54,42 @@ public final class ManagedObjectContext: NSLocking {
     /// retain and release of every managed object several times slower;
     /// and an object can then only be freed on the context's queue, where
     /// the table lives.
-    var registry: [ManagedObjectID: ManagedObject] = [:]
+    @exclusivity(unchecked) var registry: [ManagedObjectID: ManagedObject] = [:]
     /// Registry size that triggers the next sweep.
-    var sweepThreshold = ManagedObjectContext.minimumSweepThreshold
+    @exclusivity(unchecked) var sweepThreshold = ManagedObjectContext.minimumSweepThreshold
     static let minimumSweepThreshold = 4_096
-    var insertedSet = Set<ManagedObject>() { didSet { hasChangesMayHaveChanged() } }
-    var updatedSet = Set<ManagedObject>() { didSet { hasChangesMayHaveChanged() } }
-    var deletedSet = Set<ManagedObject>() { didSet { hasChangesMayHaveChanged() } }
-    private var lastReportedHasChanges = false
-    private var hasChangesObservers: [Int: (Bool) -> Void] = [:]
-    private var nextHasChangesObserver = 0
+    @exclusivity(unchecked) var insertedSet = Set<ManagedObject>() { didSet { hasChangesMayHaveChanged() } }
+    @exclusivity(unchecked) var updatedSet = Set<ManagedObject>() { didSet { hasChangesMayHaveChanged() } }
+    @exclusivity(unchecked) var deletedSet = Set<ManagedObject>() { didSet { hasChangesMayHaveChanged() } }
+    @exclusivity(unchecked) private var lastReportedHasChanges = false
+    @exclusivity(unchecked) private var hasChangesObservers: [Int: (Bool) -> Void] = [:]
+    @exclusivity(unchecked) private var nextHasChangesObserver = 0
     /// Objects marked by `detectConflicts(for:)` (MOC-MO-13, MOC-MO-14).
-    var lockedSet = Set<ManagedObject>()
+    @exclusivity(unchecked) var lockedSet = Set<ManagedObject>()
     /// Faults created by a merge, held until the next save or reset (MOC-MG-03).
-    var mergeRetained = Set<ManagedObject>()
-    var assignedStores: [ObjectIdentifier: PersistentStore] = [:]
+    @exclusivity(unchecked) var mergeRetained = Set<ManagedObject>()
+    @exclusivity(unchecked) var assignedStores: [ObjectIdentifier: PersistentStore] = [:]
     /// The last entity `checkInsertable` accepted (see there).
-    private var lastInsertableEntity: EntityDescription?
+    @exclusivity(unchecked) private var lastInsertableEntity: EntityDescription?
     /// False makes count and dictionary fetches always take the in-memory
     /// path; tests turn it off to compare that path with the stores' SQL.
-    var allowsFetchPushdown = true
+    @exclusivity(unchecked) var allowsFetchPushdown = true
 
     // Changes since the last processPendingChanges.
-    var pendingInserted = Set<ManagedObject>()
-    var pendingUpdated = Set<ManagedObject>()
-    var pendingDeleted = Set<ManagedObject>()
-    var pendingRefreshed = Set<ManagedObject>()
-    var pendingUndo: [UndoRecord] = []
-    var deletesToPropagate: [ManagedObject] = []
-    var changeProcessingDisabled = 0
-    var isApplyingUndo = false
-    var isProcessingPendingChanges = false
-    var isSaving = false
-    var objectsChangedDuringWillSave: Set<ManagedObject>?
+    @exclusivity(unchecked) var pendingInserted = Set<ManagedObject>()
+    @exclusivity(unchecked) var pendingUpdated = Set<ManagedObject>()
+    @exclusivity(unchecked) var pendingDeleted = Set<ManagedObject>()
+    @exclusivity(unchecked) var pendingRefreshed = Set<ManagedObject>()
+    @exclusivity(unchecked) var pendingUndo: [UndoRecord] = []
+    @exclusivity(unchecked) var deletesToPropagate: [ManagedObject] = []
+    @exclusivity(unchecked) var changeProcessingDisabled = 0
+    @exclusivity(unchecked) var isApplyingUndo = false
+    @exclusivity(unchecked) var isProcessingPendingChanges = false
+    @exclusivity(unchecked) var isSaving = false
+    @exclusivity(unchecked) var objectsChangedDuringWillSave: Set<ManagedObject>?
     /// Objects inserted then deleted before any save, forgotten at the next
     /// processPendingChanges (kept registered while undo may restore them).
-    var forgottenInserts: [ManagedObject] = []
+    @exclusivity(unchecked) var forgottenInserts: [ManagedObject] = []
 
     /// What processPendingChanges registers with the undo manager.
     enum UndoRecord {
@@ -128,7 +128,7 @@ public final class ManagedObjectContext: NSLocking {
         for object in mergeRetained { detach(object) }
     }
 
-    private var storesObserver: NSObjectProtocol?
+    @exclusivity(unchecked) private var storesObserver: NSObjectProtocol?
 
     /// Objects of a store that left the coordinator are forgotten and
     /// reported under `invalidated` (MOC-UK-05).

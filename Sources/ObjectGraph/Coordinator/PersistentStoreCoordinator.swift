@@ -25,11 +25,11 @@ public final class PersistentStoreCoordinator: NSLocking {
     public static let removedPersistentStoresKey = "removed"
 
     public let managedObjectModel: ManagedObjectModel
-    public private(set) var persistentStores: [PersistentStore] = []
+    @exclusivity(unchecked) public private(set) var persistentStores: [PersistentStore] = []
     private let recursiveLock = NSRecursiveLock()
-    private var rowCache: [ManagedObjectID: (snapshot: StoreSnapshot, time: Date)] = [:]
+    @exclusivity(unchecked) private var rowCache: [ManagedObjectID: (snapshot: StoreSnapshot, time: Date)] = [:]
     /// The clock staleness is measured with; tests may replace it.
-    var now: () -> Date = Date.init
+    @exclusivity(unchecked) var now: () -> Date = Date.init
 
     /// A coordinator for `model`, which is validated and frozen.
     public init(managedObjectModel model: ManagedObjectModel) throws {

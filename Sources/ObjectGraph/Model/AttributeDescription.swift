@@ -18,33 +18,33 @@ import Foundation
 /// ```
 public final class AttributeDescription: PropertyDescription {
     /// Part of the version hash (AD-13).
-    public var attributeType: AttributeType { willSet { ensureEditable("attributeType") } }
+    @exclusivity(unchecked) public var attributeType: AttributeType { willSet { ensureEditable("attributeType") } }
     /// The value a new object starts with (ATTR-06); not part of the version hash.
-    public var defaultValue: Any? { willSet { ensureEditable("defaultValue") } }
+    @exclusivity(unchecked) public var defaultValue: Any? { willSet { ensureEditable("defaultValue") } }
     /// For transformable attributes: the registered transformer's name (AD-10).
     /// Nil means the default keyed-archiver transformer (AD-12).
-    public var valueTransformerName: String? { willSet { ensureEditable("valueTransformerName") } }
+    @exclusivity(unchecked) public var valueTransformerName: String? { willSet { ensureEditable("valueTransformerName") } }
     /// For transformable attributes: the class name of the transformed value.
-    public var customValueClassName: String? { willSet { ensureEditable("customValueClassName") } }
+    @exclusivity(unchecked) public var customValueClassName: String? { willSet { ensureEditable("customValueClassName") } }
     /// Large binary values may live outside the store file.
-    public var allowsExternalBinaryDataStorage = false { willSet { ensureEditable("allowsExternalBinaryDataStorage") } }
+    @exclusivity(unchecked) public var allowsExternalBinaryDataStorage = false { willSet { ensureEditable("allowsExternalBinaryDataStorage") } }
     /// Inclusive numeric bounds (ATTR-07); exact, so decimals compare without rounding.
-    public var minValue: Decimal? { willSet { ensureEditable("minValue") } }
-    public var maxValue: Decimal? { willSet { ensureEditable("maxValue") } }
+    @exclusivity(unchecked) public var minValue: Decimal? { willSet { ensureEditable("minValue") } }
+    @exclusivity(unchecked) public var maxValue: Decimal? { willSet { ensureEditable("maxValue") } }
     /// Inclusive length bounds for strings (characters) and binary data (bytes) (ATTR-08).
-    public var minLength: Int? { willSet { ensureEditable("minLength") } }
-    public var maxLength: Int? { willSet { ensureEditable("maxLength") } }
+    @exclusivity(unchecked) public var minLength: Int? { willSet { ensureEditable("minLength") } }
+    @exclusivity(unchecked) public var maxLength: Int? { willSet { ensureEditable("maxLength") } }
     /// Inclusive date bounds (CONST-VC-09, CONST-VC-10).
-    public var minDate: Date? { willSet { ensureEditable("minDate") } }
-    public var maxDate: Date? { willSet { ensureEditable("maxDate") } }
+    @exclusivity(unchecked) public var minDate: Date? { willSet { ensureEditable("minDate") } }
+    @exclusivity(unchecked) public var maxDate: Date? { willSet { ensureEditable("maxDate") } }
     /// A regular expression the whole string value must match (ATTR-09).
-    public var regularExpression: String? { willSet { ensureEditable("regularExpression") } }
+    @exclusivity(unchecked) public var regularExpression: String? { willSet { ensureEditable("regularExpression") } }
     /// Xcode's "use scalar type" code-generation flag; kept so files round-trip.
-    public var usesScalarValueType: Bool? { willSet { ensureEditable("usesScalarValueType") } }
+    @exclusivity(unchecked) public var usesScalarValueType: Bool? { willSet { ensureEditable("usesScalarValueType") } }
 
     /// A type name a model file used that no `AttributeType` has; reported
     /// by validation instead of the undefined type it falls back to.
-    var unknownTypeName: String?
+    @exclusivity(unchecked) var unknownTypeName: String?
 
     public init(name: String, type: AttributeType = .undefined) {
         self.attributeType = type

@@ -14,28 +14,28 @@ import Foundation
 /// ```
 public final class EntityDescription: CustomStringConvertible, Sequence {
     /// The entity's name, unique in its model; part of the version hash.
-    public var name: String { willSet { ensureEditable("name") } }
+    @exclusivity(unchecked) public var name: String { willSet { ensureEditable("name") } }
     /// The class instantiated for this entity; `NSManagedObject` means the
     /// generic managed object (ED-02, MOD-04). Not part of the version hash.
-    public var managedObjectClassName: String = EntityDescription.genericClassName {
+    @exclusivity(unchecked) public var managedObjectClassName: String = EntityDescription.genericClassName {
         willSet { ensureEditable("managedObjectClassName") }
     }
     /// Abstract entities cannot be instantiated (MOD-05); part of the version hash.
-    public var isAbstract: Bool = false { willSet { ensureEditable("isAbstract") } }
+    @exclusivity(unchecked) public var isAbstract: Bool = false { willSet { ensureEditable("isAbstract") } }
     /// Application data; not part of the version hash.
-    public var userInfo: [String: String] = [:] { willSet { ensureEditable("userInfo") } }
+    @exclusivity(unchecked) public var userInfo: [String: String] = [:] { willSet { ensureEditable("userInfo") } }
     /// Free-form text mixed into the version hash (ED-30).
-    public var versionHashModifier: String? { willSet { ensureEditable("versionHashModifier") } }
+    @exclusivity(unchecked) public var versionHashModifier: String? { willSet { ensureEditable("versionHashModifier") } }
     /// Matches this entity across model versions; defaults to its name (ED-08).
     public var renamingIdentifier: String? {
         get { storedRenamingIdentifier ?? name }
         set { ensureEditable("renamingIdentifier"); storedRenamingIdentifier = newValue }
     }
     /// Groups of property names whose values must be unique together.
-    public var uniquenessConstraints: [[String]] = [] { willSet { ensureEditable("uniquenessConstraints") } }
+    @exclusivity(unchecked) public var uniquenessConstraints: [[String]] = [] { willSet { ensureEditable("uniquenessConstraints") } }
 
     /// Fetch indexes (`<fetchIndex>` in Xcode's files); not part of the version hash.
-    public var indexes: [FetchIndexDescription] = [] {
+    @exclusivity(unchecked) public var indexes: [FetchIndexDescription] = [] {
         willSet { ensureEditable("indexes") }
         didSet {
             for old in oldValue where old.entityReference.refers(to: self) && !indexes.contains(where: { $0 === old }) { old.entity = nil }
@@ -49,14 +49,14 @@ public final class EntityDescription: CustomStringConvertible, Sequence {
         get { managedObjectModelReference.target }
         set { managedObjectModelReference.target = newValue }
     }
-    var managedObjectModelReference = Unretained<ManagedObjectModel>()
+    @exclusivity(unchecked) var managedObjectModelReference = Unretained<ManagedObjectModel>()
     /// The parent entity (ED-13); set through the parent's `subentities`,
     /// unretained like the model.
     public private(set) var superentity: EntityDescription? {
         get { superentityReference.target }
         set { superentityReference.target = newValue }
     }
-    var superentityReference = Unretained<EntityDescription>()
+    @exclusivity(unchecked) var superentityReference = Unretained<EntityDescription>()
 
     /// The class name an entity has when none is given (ED-02).
     public static let genericClassName = "NSManagedObject"
@@ -71,22 +71,22 @@ public final class EntityDescription: CustomStringConvertible, Sequence {
         let fetchedPropertiesByName: [String: FetchedPropertyDescription]
         let versionHash: Data
     }
-    private var frozen: FrozenLookups?
+    @exclusivity(unchecked) private var frozen: FrozenLookups?
 
-    private var ownProperties: [PropertyDescription] = []
-    private var children: [EntityDescription] = []
-    var storedRenamingIdentifier: String?
+    @exclusivity(unchecked) private var ownProperties: [PropertyDescription] = []
+    @exclusivity(unchecked) private var children: [EntityDescription] = []
+    @exclusivity(unchecked) var storedRenamingIdentifier: String?
     /// Where the entity was declared in a model file, and its parent's name
     /// until the hierarchy is resolved.
-    var sourceLine: Int?
+    @exclusivity(unchecked) var sourceLine: Int?
     /// The entity's `EntityLayout` and the model-edit generation it was
     /// built at; guarded by `EntityLayout`'s lock.
-    var cachedLayout: EntityLayout?
+    @exclusivity(unchecked) var cachedLayout: EntityLayout?
     /// Set once when the model freezes, before any context can use it, and
     /// never changed: read without the lock on every object and row.
-    private(set) var frozenLayout: EntityLayout?
-    var cachedLayoutGeneration: UInt64 = 0
-    var parentEntityName: String?
+    @exclusivity(unchecked) private(set) var frozenLayout: EntityLayout?
+    @exclusivity(unchecked) var cachedLayoutGeneration: UInt64 = 0
+    @exclusivity(unchecked) var parentEntityName: String?
 
     public init(name: String) {
         self.name = name

@@ -13,43 +13,43 @@ import Foundation
 /// ```
 public class PropertyDescription: CustomStringConvertible {
     /// The property's name, unique within its entity and its ancestors.
-    public var name: String { willSet { ensureEditable("name") } }
+    @exclusivity(unchecked) public var name: String { willSet { ensureEditable("name") } }
     /// The entity that declares this property; set when it is added to one.
     /// Unretained, as Core Data's; the entity clears it (see `Unretained`).
     public internal(set) var entity: EntityDescription? {
         get { entityReference.target }
         set { entityReference.target = newValue }
     }
-    var entityReference = Unretained<EntityDescription>()
+    @exclusivity(unchecked) var entityReference = Unretained<EntityDescription>()
     /// A nil value fails validation at save when this is false (PROP-02).
-    public var isOptional: Bool = true { willSet { ensureEditable("isOptional") } }
+    @exclusivity(unchecked) public var isOptional: Bool = true { willSet { ensureEditable("isOptional") } }
     /// Transient properties are modelled and tracked but never stored (PROP-03).
-    public var isTransient: Bool = false { willSet { ensureEditable("isTransient") } }
+    @exclusivity(unchecked) public var isTransient: Bool = false { willSet { ensureEditable("isTransient") } }
     /// Read-only properties cannot be set through key-value coding.
-    public var isReadOnly: Bool = false { willSet { ensureEditable("isReadOnly") } }
+    @exclusivity(unchecked) public var isReadOnly: Bool = false { willSet { ensureEditable("isReadOnly") } }
     /// Stores may index this property for faster fetches.
-    public var isIndexed: Bool = false { willSet { ensureEditable("isIndexed") } }
+    @exclusivity(unchecked) public var isIndexed: Bool = false { willSet { ensureEditable("isIndexed") } }
     /// Spotlight indexes this property's value.
-    public var isIndexedBySpotlight: Bool = false { willSet { ensureEditable("isIndexedBySpotlight") } }
+    @exclusivity(unchecked) public var isIndexedBySpotlight: Bool = false { willSet { ensureEditable("isIndexedBySpotlight") } }
     /// The value is written to the object's external record (Spotlight).
-    public var isStoredInExternalRecord: Bool = false { willSet { ensureEditable("isStoredInExternalRecord") } }
+    @exclusivity(unchecked) public var isStoredInExternalRecord: Bool = false { willSet { ensureEditable("isStoredInExternalRecord") } }
     /// Application data; not part of the version hash.
-    public var userInfo: [String: String] = [:] { willSet { ensureEditable("userInfo") } }
+    @exclusivity(unchecked) public var userInfo: [String: String] = [:] { willSet { ensureEditable("userInfo") } }
     /// Validation predicates (format strings, `SELF` is the value) and the
     /// warning reported when each fails; not part of the version hash.
-    public private(set) var validationPredicates: [String] = []
-    public private(set) var validationWarnings: [String] = []
+    @exclusivity(unchecked) public private(set) var validationPredicates: [String] = []
+    @exclusivity(unchecked) public private(set) var validationWarnings: [String] = []
     /// Matches this property across model versions; defaults to its name.
     public var renamingIdentifier: String? {
         get { storedRenamingIdentifier ?? name }
         set { ensureEditable("renamingIdentifier"); storedRenamingIdentifier = newValue }
     }
     /// Free-form text mixed into the version hash to force a new version.
-    public var versionHashModifier: String? { willSet { ensureEditable("versionHashModifier") } }
+    @exclusivity(unchecked) public var versionHashModifier: String? { willSet { ensureEditable("versionHashModifier") } }
 
-    var storedRenamingIdentifier: String?
+    @exclusivity(unchecked) var storedRenamingIdentifier: String?
     /// Where the property was declared in a model file, for error messages.
-    var sourceLine: Int?
+    @exclusivity(unchecked) var sourceLine: Int?
 
     init(name: String) {
         self.name = name

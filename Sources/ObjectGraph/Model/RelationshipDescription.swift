@@ -14,21 +14,21 @@ import Foundation
 /// ```
 public final class RelationshipDescription: PropertyDescription {
     /// The entity this relationship points to; part of the version hash.
-    public var destinationEntity: EntityDescription? { willSet { ensureEditable("destinationEntity") } }
+    @exclusivity(unchecked) public var destinationEntity: EntityDescription? { willSet { ensureEditable("destinationEntity") } }
     /// The relationship that points back (REL-05); part of the version hash.
-    public var inverseRelationship: RelationshipDescription? { willSet { ensureEditable("inverseRelationship") } }
+    @exclusivity(unchecked) public var inverseRelationship: RelationshipDescription? { willSet { ensureEditable("inverseRelationship") } }
     /// The fewest destinations a valid object has (REL-03); part of the version hash.
-    public var minCount: Int = 0 { willSet { ensureEditable("minCount") } }
+    @exclusivity(unchecked) public var minCount: Int = 0 { willSet { ensureEditable("minCount") } }
     /// The most destinations (0: unbounded). 1 makes the relationship to-one.
-    public var maxCount: Int = 1 { willSet { ensureEditable("maxCount") } }
+    @exclusivity(unchecked) public var maxCount: Int = 1 { willSet { ensureEditable("maxCount") } }
     /// What deleting the source does to the destinations; not in the version hash.
-    public var deleteRule: DeleteRule = .nullify { willSet { ensureEditable("deleteRule") } }
+    @exclusivity(unchecked) public var deleteRule: DeleteRule = .nullify { willSet { ensureEditable("deleteRule") } }
     /// To-many relationships keep their order when true (stored positions).
-    public var isOrdered: Bool = false { willSet { ensureEditable("isOrdered") } }
+    @exclusivity(unchecked) public var isOrdered: Bool = false { willSet { ensureEditable("isOrdered") } }
 
     /// Names kept while reading a model file, before entities are resolved.
-    var destinationEntityName: String?
-    var inverseRelationshipName: String?
+    @exclusivity(unchecked) var destinationEntityName: String?
+    @exclusivity(unchecked) var inverseRelationshipName: String?
 
     public init(name: String, destination: EntityDescription? = nil, toMany: Bool = false) {
         self.destinationEntity = destination

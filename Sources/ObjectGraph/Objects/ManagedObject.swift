@@ -34,10 +34,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         }
         set { assignedObjectID = newValue }
     }
-    private var assignedObjectID: ManagedObjectID?
+    @exclusivity(unchecked) private var assignedObjectID: ManagedObjectID?
     /// The permanent ID a save in progress has allocated for this inserted
     /// object; it becomes `objectID` only once the save's writes succeed.
-    var pendingPermanentID: ManagedObjectID?
+    @exclusivity(unchecked) var pendingPermanentID: ManagedObjectID?
     /// The context the object is registered with; nil before insertion and
     /// after its deletion is saved, a rollback of its insert or a reset (OBJ-16).
     /// Unretained, like Core Data's: the context clears it when it lets go
@@ -46,7 +46,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         get { managedObjectContextReference.target }
         set { managedObjectContextReference.target = newValue }
     }
-    var managedObjectContextReference = Unretained<ManagedObjectContext>()
+    @exclusivity(unchecked) var managedObjectContextReference = Unretained<ManagedObjectContext>()
 
     /// True when `context` is the object's context; retains neither.
     @inline(__always)
@@ -61,37 +61,37 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// Current values of loaded properties: attribute values, to-one
     /// destinations (`ManagedObject`), to-many members (`[ManagedObject]`).
-    var storage: PropertyValues
+    @exclusivity(unchecked) var storage: PropertyValues
     /// The last fetched or saved values, same shapes (CHG-08).
-    var committed: PropertyValues
+    @exclusivity(unchecked) var committed: PropertyValues
     /// To-many relationships not loaded yet: relationship faults (FLT-08).
-    var unloadedToMany: Set<String> = []
+    @exclusivity(unchecked) var unloadedToMany: Set<String> = []
     /// The members of the to-many fault this fault came from, and its place
     /// there: firing it reads the rows of the next members too (see
     /// `ManagedObjectContext.fulfillFault`).
-    var faultGroup: FaultGroup?
-    var faultGroupIndex = 0
+    @exclusivity(unchecked) var faultGroup: FaultGroup?
+    @exclusivity(unchecked) var faultGroupIndex = 0
     /// Keys set through will/did-change since the last save or fetch.
-    var changedSlots = SlotSet()
+    @exclusivity(unchecked) var changedSlots = SlotSet()
     /// The store version (Z_OPT) the context last saw, for optimistic locking.
-    var storeVersion: Int64 = 0
-    var hasAwokenFromInsert = false
+    @exclusivity(unchecked) var storeVersion: Int64 = 0
+    @exclusivity(unchecked) var hasAwokenFromInsert = false
     /// Set when a context let go of the object (reset, rollback, saved delete).
-    var wasForgotten = false
-    var pendingOldValues: [String: Any] = [:]
+    @exclusivity(unchecked) var wasForgotten = false
+    @exclusivity(unchecked) var pendingOldValues: [String: Any] = [:]
     /// Fetched-property results, kept until the object is refreshed (FP).
-    var fetchedValues: [String: [Any]] = [:]
-    var observerTable: [String: [(id: Int, handler: (ObservedChange) -> Void)]] = [:]
-    var nextObserverID = 0
+    @exclusivity(unchecked) var fetchedValues: [String: [Any]] = [:]
+    @exclusivity(unchecked) var observerTable: [String: [(id: Int, handler: (ObservedChange) -> Void)]] = [:]
+    @exclusivity(unchecked) var nextObserverID = 0
 
     /// The object's class is ManagedObject itself, so none of its open
     /// hooks is overridden (validation takes shortcuts for it).
     var isPlainManagedObject: Bool { type(of: self) == ManagedObject.self }
 
     /// True while the persistent values are not loaded (FLT-01, FLT-05).
-    public internal(set) var isFault = false
+    @exclusivity(unchecked) public internal(set) var isFault = false
     /// 0 when settled; non-zero while turning into or out of a fault (FLT-09).
-    public internal(set) var faultingState = 0
+    @exclusivity(unchecked) public internal(set) var faultingState = 0
 
     /// Creates an object of `entity` and, given a context, inserts it there,
     /// which calls `awakeFromInsert` (OBJ-04, OBJ-07). The entity must belong

@@ -35,7 +35,7 @@ public final class ManagedObjectID: Hashable, CustomStringConvertible, @unchecke
     /// retains the handle (a plain retain) instead of forming a weak
     /// reference of its own, which cost an atomic side-table update per
     /// fetched row.
-    private var storeHandle: PersistentStore.Handle?
+    @exclusivity(unchecked) private var storeHandle: PersistentStore.Handle?
 
     /// A permanent ID for a stored object.
     public init(entity: EntityDescription, storeIdentifier: String, primaryKey: Int64) {
