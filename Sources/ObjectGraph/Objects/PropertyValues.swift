@@ -43,7 +43,12 @@ struct PropertyValues {
         set {
             if i >= slots.count {
                 if newValue == nil { return }
-                slots.append(contentsOf: repeatElement(nil, count: layout.slotProperties.count - slots.count))
+                // The first write to a new object's values sizes them at once.
+                if slots.isEmpty {
+                    slots = StoreSnapshot.emptySlots(layout.slotProperties.count)
+                } else {
+                    slots.append(contentsOf: StoreSnapshot.emptySlots(layout.slotProperties.count - slots.count))
+                }
             }
             slots[i] = newValue
         }

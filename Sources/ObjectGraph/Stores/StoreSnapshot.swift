@@ -33,7 +33,7 @@ public struct StoreSnapshot {
         self.objectID = objectID
         self.version = version
         let layout = EntityLayout.of(objectID.entity)
-        var slots = [Any?](repeating: nil, count: layout.snapshotSlotCount)
+        var slots = StoreSnapshot.emptySlots(layout.snapshotSlotCount)
         for (key, value) in values {
             if let i = layout.slotIndex[key], i < slots.count { slots[i] = nilIfNSNull(value) }
         }
@@ -46,6 +46,16 @@ public struct StoreSnapshot {
         self.objectID = objectID
         self.version = version
         self.slots = slots
+    }
+
+    /// `count` nil slots. `Array(repeating:count:)` of `Any?` copies the
+    /// repeated existential through its value witness per element, which
+    /// cost more than decoding the row it was made for.
+    static func emptySlots(_ count: Int) -> [Any?] {
+        [Any?](unsafeUninitializedCapacity: count) { buffer, initialized in
+            for i in 0..<count { (buffer.baseAddress! + i).initialize(to: nil) }
+            initialized = count
+        }
     }
 
     /// The values by property name, nil values left out.

@@ -445,7 +445,7 @@ public final class SQLiteStore: PersistentStore {
     /// caller: `identifier` looks it up in `metadata` on every call.
     private func snapshot(storeID: String, _ column: (Int) -> SQLiteValue) throws -> StoreSnapshot? {
         guard let pk = column(0).int64Value, let ent = column(1).int64Value, let plan = rowPlan(ent) else { return nil }
-        var slots = [Any?](repeating: nil, count: plan.slotCount)
+        var slots = StoreSnapshot.emptySlots(plan.slotCount)
         for (_, attribute, i, external, slot) in plan.attributes {
             let stored = external ? try unframedExternalBinary(column(i), attribute: attribute, entity: plan.entity) : column(i)
             slots[slot] = try SQLiteValueCodec.decode(stored, for: attribute)
