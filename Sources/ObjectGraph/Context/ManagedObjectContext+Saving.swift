@@ -72,6 +72,10 @@ extension ManagedObjectContext {
                         var r = StoreSaveRequest()
                         r.contextName = name
                         r.transactionAuthor = transactionAuthor
+                        // `propertyChanges` compares with the committed values,
+                        // which are the stored row's (after a conflict, the
+                        // resolved store row's): it is the complete list.
+                        r.changedValuesAreComplete = true
                         requests[key] = (store, r)
                     }
                     try body(&requests[key]!.1)
@@ -297,6 +301,16 @@ extension ManagedObjectContext {
             if ManagedObject.valuesEqual(now, then) { continue }
             func stored(_ v: Any?) -> Any? { layout.slotRelationships[slot] == nil ? v : (v as? ManagedObject).map(finalID) ?? v }
             out[layout.slotProperties[slot].name] = PropertyChange(oldValue: stored(then), newValue: stored(now))
+        }
+        // A to-one whose destination this save deletes is stored as nil
+        // (`storedSlots`), so its column changes even if the slot did not.
+        if !deletedSet.isEmpty {
+            for slot in layout.toOneSlots {
+                let name = layout.slotProperties[slot].name
+                guard out[name] == nil, let destination = object.storage[slot: slot] as? ManagedObject, deletedSet.contains(destination),
+                      let then = object.committed[slot: slot] as? ManagedObject else { continue }
+                out[name] = PropertyChange(oldValue: finalID(then), newValue: nil)
+            }
         }
         return out
     }

@@ -111,6 +111,12 @@ public struct StoreSaveRequest {
     /// relationships with old and new values (to-ones as object IDs), for
     /// change history and sync; the snapshots in `updated` stay authoritative.
     public var changedValues: [ManagedObjectID: [String: PropertyChange]] = [:]
+    /// True when `changedValues` names every attribute and to-one whose
+    /// stored value differs from what the store holds (an updated object
+    /// without an entry changed none: only its version and to-manys). Stores
+    /// may then write just those columns, as Core Data's UPDATE does; when
+    /// false they write whole rows from the snapshots.
+    public var changedValuesAreComplete = false
     /// Who saved: the context's name and transaction author, for the change history.
     public var contextName: String?
     public var transactionAuthor: String?

@@ -241,7 +241,7 @@ public final class SQLiteStore: PersistentStore {
             rowPlans[mapping.number] = plan
         }
         insertSQL = [:]
-        updateSQL = [:]
+        updateColumnsByEntity = [:]
     }
 
     /// Reads and checks metadata, entity numbers and schema; returns the
@@ -875,7 +875,7 @@ public final class SQLiteStore: PersistentStore {
     }
 
     private var insertSQL: [String: (sql: String, properties: [(PropertyDescription, String)])] = [:]
-    private var updateSQL: [String: (sql: String, properties: [(PropertyDescription, String)])] = [:]
+    private var updateColumnsByEntity: [String: [(PropertyDescription, String)]] = [:]
 
     /// The stored properties of an entity with their columns, in a fixed order.
     private func writableColumns(_ mapping: SQLiteSchema.EntityMapping) -> [(PropertyDescription, String)] {
@@ -926,13 +926,13 @@ public final class SQLiteStore: PersistentStore {
         return (sql, properties)
     }
 
-    private func updateStatement(_ mapping: SQLiteSchema.EntityMapping) -> (sql: String, properties: [(PropertyDescription, String)]) {
-        if let cached = updateSQL[mapping.entity.name] { return cached }
+    /// The columns an UPDATE may set, in the order of the entity's writable
+    /// columns (an update writes the changed ones among them).
+    private func updateColumns(_ mapping: SQLiteSchema.EntityMapping) -> [(PropertyDescription, String)] {
+        if let cached = updateColumnsByEntity[mapping.entity.name] { return cached }
         let properties = writableColumns(mapping)
-        let sets = (["Z_OPT"] + properties.map(\.1)).map { "\($0) = ?" }.joined(separator: ", ")
-        let sql = "UPDATE \(mapping.tableName) SET \(sets) WHERE Z_PK = ? AND Z_ENT = ? AND Z_OPT = ?"
-        updateSQL[mapping.entity.name] = (sql, properties)
-        return (sql, properties)
+        updateColumnsByEntity[mapping.entity.name] = properties
+        return properties
     }
 
     /// Writes one save in one transaction. Any object whose stored `Z_OPT`
@@ -985,10 +985,12 @@ public final class SQLiteStore: PersistentStore {
                 // Each row is bound on a statement prepared once per save,
                 // kind and entity: no SQL text is built or looked up per row.
                 enum Kind { case insert, update, delete }
-                struct StatementKey: Hashable { let kind: Kind; let entity: Int }
+                // Updates that write only changed columns get one statement
+                // per set of columns (indices into the entity's writable columns).
+                struct StatementKey: Hashable { let kind: Kind; let entity: Int; var columns: [Int] = [] }
                 var statements: [StatementKey: SQLiteStatement] = [:]
-                func statement(_ kind: Kind, _ mapping: SQLiteSchema.EntityMapping, _ sql: () -> String) throws -> SQLiteStatement {
-                    let key = StatementKey(kind: kind, entity: mapping.number)
+                func statement(_ kind: Kind, _ mapping: SQLiteSchema.EntityMapping, columns: [Int] = [], _ sql: () -> String) throws -> SQLiteStatement {
+                    let key = StatementKey(kind: kind, entity: mapping.number, columns: columns)
                     if let prepared = statements[key] { return prepared }
                     let prepared = try db.prepare(sql())
                     statements[key] = prepared
@@ -1029,16 +1031,32 @@ public final class SQLiteStore: PersistentStore {
                     guard let pk = id.primaryKey else {
                         throw CoreDataError(.persistentStoreSave, "cannot update \(id): it has a temporary ID")
                     }
-                    let plan = updateStatement(mapping)
+                    let columns = updateColumns(mapping)
                     let version = snapshot.version > expected ? snapshot.version : expected + 1
-                    previousExternalColumns = try storedExternalColumns(pk: pk, mapping: mapping, db: db)
+                    // Only the changed columns when the request lists them
+                    // all: unchanged ones (and their indexes) stay untouched.
+                    let written: [Int]
+                    if request.changedValuesAreComplete {
+                        let changed = request.changedValues[id]
+                        written = columns.indices.filter { changed?[columns[$0].0.name] != nil }
+                    } else {
+                        written = Array(columns.indices)
+                    }
+                    let columnSlots = slots(mapping, columns)
+                    if written.contains(where: { (columns[$0].0 as? AttributeDescription).map(Self.mayStoreExternally) ?? false }) {
+                        previousExternalColumns = try storedExternalColumns(pk: pk, mapping: mapping, db: db)
+                    }
                     defer { previousExternalColumns = [:] }
-                    let statement = try statement(.update, mapping) { plan.sql }
+                    let statement = try statement(.update, mapping, columns: written) {
+                        let sets = (["Z_OPT"] + written.map { columns[$0].1 }).map { "\($0) = ?" }.joined(separator: ", ")
+                        return "UPDATE \(mapping.tableName) SET \(sets) WHERE Z_PK = ? AND Z_ENT = ? AND Z_OPT = ?"
+                    }
                     statement.reset()
                     try statement.bind(.integer(version), at: 1)
                     var index: Int32 = 2
-                    for ((property, column), slot) in zip(plan.properties, slots(mapping, plan.properties)) {
-                        try statement.bind(try binding(for: snapshot, mapping: mapping, property: property, column: column, slot: slot), at: index)
+                    for i in written {
+                        let (property, column) = columns[i]
+                        try statement.bind(try binding(for: snapshot, mapping: mapping, property: property, column: column, slot: columnSlots[i]), at: index)
                         index += 1
                     }
                     try statement.bind(.integer(pk), at: index)
