@@ -189,6 +189,16 @@ public final class SQLiteStore: PersistentStore {
         var attributes: [(name: String, attribute: AttributeDescription, column: Int, external: Bool, slot: Int)] = []
         var toOnes: [(name: String, destination: EntityDescription?, column: Int, entityColumn: Int?, slot: Int)] = []
         let slotCount: Int
+        /// What fills each snapshot slot, in slot order: an entry of
+        /// `attributes` or `toOnes`, or nothing (no column). Built once, so a
+        /// row's slots are initialized in one pass, each exactly once.
+        enum Fill { case attribute(Int), toOne(Int), empty }
+        private(set) lazy var fills: [Fill] = {
+            var fills = [Fill](repeating: .empty, count: slotCount)
+            for (n, entry) in attributes.enumerated() where entry.slot < slotCount { fills[entry.slot] = .attribute(n) }
+            for (n, entry) in toOnes.enumerated() where entry.slot < slotCount { fills[entry.slot] = .toOne(n) }
+            return fills
+        }()
         init(entity: EntityDescription) {
             self.entity = entity
             slotCount = EntityLayout.of(entity).snapshotSlotCount
@@ -445,19 +455,33 @@ public final class SQLiteStore: PersistentStore {
     /// caller: `identifier` looks it up in `metadata` on every call.
     private func snapshot(storeID: String, _ column: (Int) -> SQLiteValue) throws -> StoreSnapshot? {
         guard let pk = column(0).int64Value, let ent = column(1).int64Value, let plan = rowPlan(ent) else { return nil }
-        var slots = StoreSnapshot.emptySlots(plan.slotCount)
-        for (_, attribute, i, external, slot) in plan.attributes {
-            let stored = external ? try unframedExternalBinary(column(i), attribute: attribute, entity: plan.entity) : column(i)
-            slots[slot] = try SQLiteValueCodec.decode(stored, for: attribute)
+        func value(_ fill: RowPlan.Fill) throws -> Any? {
+            switch fill {
+            case .empty:
+                return nil
+            case .attribute(let n):
+                let (_, attribute, i, external, _) = plan.attributes[n]
+                let stored = external ? try unframedExternalBinary(column(i), attribute: attribute, entity: plan.entity) : column(i)
+                return try SQLiteValueCodec.decode(stored, for: attribute)
+            case .toOne(let n):
+                let (_, declared, i, entityColumn, _) = plan.toOnes[n]
+                guard let key = column(i).int64Value else { return nil }
+                var destination = declared
+                if let entityColumn, let n = column(entityColumn).int64Value, let other = rowPlan(n) { destination = other.entity }
+                guard let destination else { return nil }
+                let target = ManagedObjectID(entity: destination, storeIdentifier: storeID, primaryKey: key)
+                target.persistentStore = self
+                return target
+            }
         }
-        for (_, declared, i, entityColumn, slot) in plan.toOnes {
-            guard let key = column(i).int64Value else { continue }
-            var destination = declared
-            if let entityColumn, let n = column(entityColumn).int64Value, let other = rowPlan(n) { destination = other.entity }
-            guard let destination else { continue }
-            let target = ManagedObjectID(entity: destination, storeIdentifier: storeID, primaryKey: key)
-            target.persistentStore = self
-            slots[slot] = target
+        // Each slot initialized once, in order (assigning over nil slots
+        // went through the existential's value witness per value).
+        let fills = plan.fills
+        let slots = try [Any?](unsafeUninitializedCapacity: fills.count) { buffer, initialized in
+            for fill in fills {
+                (buffer.baseAddress! + initialized).initialize(to: try value(fill))
+                initialized += 1
+            }
         }
         let id = ManagedObjectID(entity: plan.entity, storeIdentifier: storeID, primaryKey: pk)
         id.persistentStore = self
@@ -593,8 +617,7 @@ public final class SQLiteStore: PersistentStore {
         if let join = schema.joinTable(for: relationship) {
             let (mine, theirs) = join.relationship === relationship ? (join.firstColumn, join.secondColumn) : (join.secondColumn, join.firstColumn)
             let order = join.orderColumn.map { " ORDER BY j.\($0)" } ?? ""
-            let rows = try db.query("SELECT t.Z_PK, t.Z_ENT FROM \(join.name) j JOIN \(destTable.name) t ON t.Z_PK = j.\(theirs) WHERE j.\(mine) = ? AND \(entityFilter)\(order)", [.integer(pk)])
-            return ids(from: rows)
+            return try ids(db, "SELECT t.Z_PK, t.Z_ENT FROM \(join.name) j JOIN \(destTable.name) t ON t.Z_PK = j.\(theirs) WHERE j.\(mine) = ? AND \(entityFilter)\(order)", [.integer(pk)])
         }
         if let inverse = relationship.inverseRelationship, !inverse.isToMany {
             guard let column = destMapping.columnsByProperty[inverse.name] else { return [] }
@@ -609,7 +632,7 @@ public final class SQLiteStore: PersistentStore {
             } else {
                 sql += " ORDER BY t.Z_PK"
             }
-            return ids(from: try db.query(sql, bindings))
+            return try ids(db, sql, bindings)
         }
         if let owner = relationship.entity, let hidden = schema.hiddenOwnerColumns["\(owner.name).\(relationship.name)"] {
             let rows = try db.query("SELECT t.Z_PK, t.Z_ENT FROM \(hidden.table) t WHERE t.\(hidden.column) = ? AND \(entityFilter) ORDER BY t.Z_PK", [.integer(pk)])
@@ -704,6 +727,21 @@ public final class SQLiteStore: PersistentStore {
             id.persistentStore = self
             return id
         }
+    }
+
+    /// The IDs a `SELECT Z_PK, Z_ENT …` returns, read row by row from the
+    /// statement (no array of values per row: a to-many fault of n members
+    /// runs this over n rows).
+    private func ids(_ db: SQLiteConnection, _ sql: String, _ bindings: [SQLiteValue]) throws -> [ManagedObjectID] {
+        let storeID = identifier
+        var out: [ManagedObjectID] = []
+        try db.prepare(sql).forEachRow(bindings) { row in
+            guard let pk = row.column(0).int64Value, let ent = row.column(1).int64Value, let plan = rowPlan(ent) else { return }
+            let id = ManagedObjectID(entity: plan.entity, storeIdentifier: storeID, primaryKey: pk)
+            id.persistentStore = self
+            out.append(id)
+        }
+        return out
     }
 
     // MARK: - External binary storage
