@@ -69,6 +69,8 @@ public final class ManagedObjectContext: NSLocking {
     /// Faults created by a merge, held until the next save or reset (MOC-MG-03).
     @exclusivity(unchecked) var mergeRetained = Set<ManagedObject>()
     @exclusivity(unchecked) var assignedStores: [ObjectIdentifier: PersistentStore] = [:]
+    /// The last class `objectClass(for:)` resolved.
+    @exclusivity(unchecked) private var lastObjectClass: (entity: EntityDescription, className: String, generation: Int, type: ManagedObject.Type)?
     /// The last entity `checkInsertable` accepted (see there).
     @exclusivity(unchecked) private var lastInsertableEntity: EntityDescription?
     /// False makes count and dictionary fetches always take the in-memory
@@ -266,7 +268,7 @@ public final class ManagedObjectContext: NSLocking {
         var made = false
         let object = Self.entry(&registry[id, default: {
             made = true
-            return ManagedObjectClassRegistry.shared.objectClass(for: id.entity).makeFault(entity: id.entity, id: id)
+            return objectClass(for: id.entity).makeFault(entity: id.entity, id: id)
         }()])
         if made {
             object.managedObjectContext = self
@@ -276,6 +278,19 @@ public final class ManagedObjectContext: NSLocking {
     }
 
     private static func entry(_ value: inout ManagedObject) -> ManagedObject { value }
+
+    /// The registered class for `entity`, remembered for the last entity
+    /// asked while no class is (un)registered: the registry takes a lock
+    /// and a table lookup, and a fetch asks once per row.
+    func objectClass(for entity: EntityDescription) -> ManagedObject.Type {
+        let registry = ManagedObjectClassRegistry.shared
+        let generation = registry.generation
+        let className = entity.managedObjectClassName
+        if let last = lastObjectClass, last.entity === entity, last.generation == generation, last.className == className { return last.type }
+        let type = registry.objectClass(for: entity)
+        lastObjectClass = (entity, className, generation, type)
+        return type
+    }
 
     func register(_ object: ManagedObject) {
         object.managedObjectContext = self
@@ -409,8 +424,7 @@ public final class ManagedObjectContext: NSLocking {
             throw CoreDataError(.coreData, "The model has no entity named '\(name)'", userInfo: [CoreDataError.entityNameErrorKey: name])
         }
         try checkInsertable(entity)
-        let type = ManagedObjectClassRegistry.shared.objectClass(for: entity)
-        return type.init(entity: entity, insertInto: self)
+        return objectClass(for: entity).init(entity: entity, insertInto: self)
     }
 
     func checkInsertable(_ entity: EntityDescription) throws {

@@ -32,9 +32,9 @@ final class EntityLayout {
     /// of them), then stored to-manys, then transient properties. Fetched
     /// properties have no slot.
     let slotProperties: [PropertyDescription]
-    let slotIndex: [String: Int]
+    let slotIndex: SlotIndex
     let snapshotSlotCount: Int
-    /// The slots of `toOneRelationships`.
+    /// The slots of `toOneRelationships`, ascending.
     let toOneSlots: [Int]
     /// The relationship in each slot (nil for attributes), read without a cast.
     let slotRelationships: [RelationshipDescription?]
@@ -50,6 +50,11 @@ final class EntityLayout {
     /// relationships and types without one): a value already of it needs
     /// no coercion.
     let slotExactTypes: [Any.Type?]
+    /// Slots whose model checks cannot fail for a value of their exact type
+    /// (or nil): optional, without constraints or validation predicates;
+    /// to-ones need no value at all. Validation of a plain object skips them
+    /// after that one check.
+    let slotNeedsOnlyTypeCheck: [Bool]
 
     init(entity: EntityDescription) {
         self.entity = entity
@@ -76,9 +81,9 @@ final class EntityLayout {
         slotProperties = snapshotPart + toManyPart + transientPart
         var index: [String: Int] = [:]
         for (i, p) in slotProperties.enumerated() { index[p.name] = i }
-        slotIndex = index
+        slotIndex = SlotIndex(names: slotProperties.map(\.name))
         snapshotSlotCount = snapshotPart.count
-        toOneSlots = toOneRelationships.compactMap { index[$0.name] }
+        toOneSlots = toOneRelationships.compactMap { index[$0.name] }.sorted()
         slotRelationships = slotProperties.map { $0 as? RelationshipDescription }
         slotAttributes = slotProperties.map { $0 as? AttributeDescription }
         slotIsOptional = slotProperties.map(\.isOptional)
@@ -89,6 +94,12 @@ final class EntityLayout {
         }
         slotHasValidationPredicates = slotProperties.map { !$0.validationPredicates.isEmpty }
         slotExactTypes = slotAttributes.map { $0.flatMap { ModelValue.exactSwiftType($0.attributeType) } }
+        var onlyTypeCheck: [Bool] = []
+        for i in slotProperties.indices {
+            guard slotIsOptional[i] && !slotHasValidationPredicates[i] && !slotHasValueConstraints[i] else { onlyTypeCheck.append(false); continue }
+            if let rel = slotRelationships[i] { onlyTypeCheck.append(!rel.isToMany) } else { onlyTypeCheck.append(slotExactTypes[i] != nil) }
+        }
+        slotNeedsOnlyTypeCheck = onlyTypeCheck
     }
 
     private static let lock = NSLock()

@@ -43,10 +43,15 @@ extension ManagedObject {
     /// try employee.setValue(sales, forKey: "department")   // also adds to sales.employees
     /// ```
     public final func setValue(_ value: Any?, forKey key: String) throws {
-        let value = ManagedObject.flatten(value)
         // One lookup: every settable modeled property has a slot (fetched
         // properties have none, and are read-only).
         let slot = layout.slotIndex[key]
+        // A value of the attribute's exact type is no Optional to look through.
+        let value: Any? = if let value, let slot, let exact = layout.slotExactTypes[slot], Swift.type(of: value) == exact {
+            value
+        } else {
+            ManagedObject.flatten(value)
+        }
         guard let property = slot.map({ layout.slotProperties[$0] }) ?? layout.propertiesByName[key] else {
             if type(of: self).automaticallyNotifiesObservers(forKey: key) {
                 willChangeValue(forKey: key)

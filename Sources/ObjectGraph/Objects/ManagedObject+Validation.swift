@@ -119,7 +119,10 @@ extension ManagedObject {
         var errors: [Error] = []
         // In slot order (every modeled property but fetched ones), so errors
         // come in the entity's property order and values are read by index.
+        let plain = isPlainManagedObject
         for (slot, property) in layout.slotProperties.enumerated() {
+            // Nothing the model checks can fail here, and no custom check runs.
+            if plain && layout.slotNeedsOnlyTypeCheck[slot] && storage.slot(slot, isNilOrOfType: layout.slotExactTypes[slot]) { continue }
             let rel = layout.slotRelationships[slot]
             if let rel, rel.isToMany, unloadedToMany.contains(rel.name) { continue }
             var value: Any? = rel == nil ? storage[slot: slot] : ManagedObject.publicValue(storage[slot: slot], rel)
@@ -127,7 +130,7 @@ extension ManagedObject {
                 // A plain ManagedObject's validateValue is known (model
                 // constraints, no custom checks): its attributes are checked
                 // by slot, sparing a name lookup per property per save.
-                if isPlainManagedObject {
+                if plain {
                     try validateModelConstraints(&value, slot: slot)
                 } else {
                     try validateValue(&value, forKey: property.name)

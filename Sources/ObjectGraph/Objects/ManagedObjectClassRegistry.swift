@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Maps an entity's `managedObjectClassName` to the `ManagedObject` subclass
 /// a context instantiates for it (OBJ-06, OBJ-11). Swift cannot look classes
@@ -20,6 +21,11 @@ public final class ManagedObjectClassRegistry: @unchecked Sendable {
     /// while the model is editable; emptied whenever a class is (un)registered.
     private var resolved: [ObjectIdentifier: (className: String, type: ManagedObject.Type)] = [:]
 
+    /// Bumped by every (un)registration, read without the lock: a context
+    /// keeps the class it last resolved for an entity while it is unchanged.
+    private let changes = Atomic<Int>(0)
+    var generation: Int { changes.load(ordering: .acquiring) }
+
     public init() {}
 
     /// Registers `type` under `className` (default: the Swift type's name).
@@ -28,12 +34,14 @@ public final class ManagedObjectClassRegistry: @unchecked Sendable {
         lock.lock(); defer { lock.unlock() }
         classes[name] = type
         resolved.removeAll()
+        changes.add(1, ordering: .releasing)
     }
 
     public func unregister(className: String) {
         lock.lock(); defer { lock.unlock() }
         classes[Self.normalize(className)] = nil
         resolved.removeAll()
+        changes.add(1, ordering: .releasing)
     }
 
     /// The class for an entity; `ManagedObject` itself for the generic class

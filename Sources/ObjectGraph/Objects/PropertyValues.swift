@@ -54,6 +54,17 @@ struct PropertyValues {
         }
     }
 
+    /// True when slot `i` holds nil or a value of exactly `type` (nil
+    /// `type`: any value), read in place.
+    func slot(_ i: Int, isNilOrOfType type: Any.Type?) -> Bool {
+        guard i < slots.count else { return true }
+        return slots.withUnsafeBufferPointer { buffer in
+            guard let value = buffer[i] else { return true }
+            guard let type else { return true }
+            return Swift.type(of: value) == type
+        }
+    }
+
     /// Removes and returns the value of `key`.
     @discardableResult
     mutating func removeValue(forKey key: String) -> Any? {
