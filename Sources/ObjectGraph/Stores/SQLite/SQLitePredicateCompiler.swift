@@ -502,7 +502,7 @@ struct SQLitePredicateCompiler {
 
     /// Registers the collation and functions compiled conditions use.
     static func register(on connection: SQLiteConnection) throws {
-        try connection.createCollation(collation) { a, b in
+        try connection.createCollation(collation, bytewiseWhenASCII: true) { a, b in
             a == b ? .orderedSame : (a < b ? .orderedAscending : .orderedDescending)
         }
         for method in FetchSortDescriptor.ComparisonMethod.allCases where method != .compare {

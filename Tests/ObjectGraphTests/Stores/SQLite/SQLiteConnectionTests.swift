@@ -127,4 +127,34 @@ import Testing
         #expect(try db.query("SELECT ? = ?", [.text(decomposed), .text(composed)]) == [[.integer(0)]])
         #expect(try db.query("SELECT ? = ? COLLATE OGSTRING", [.text(decomposed), .text(composed)]) == [[.integer(1)]])
     }
+
+    @Test func bytewiseASCIICollationSortsAsSwiftDoes() throws {
+        // The ASCII shortcut (bytes, no Strings) must order exactly as the
+        // Swift comparison it stands for, and leave non-ASCII text to it.
+        let db = try SQLiteConnection(path: try TestPaths.temporaryDirectory().appendingPathComponent("a.sqlite").path, mode: .readWriteCreate)
+        let calls = Counter()
+        try db.createCollation("FASTSTRING", bytewiseWhenASCII: true) { a, b in
+            calls.value += 1
+            return a == b ? .orderedSame : (a < b ? .orderedAscending : .orderedDescending)
+        }
+        let texts = ["", "a", "A", "ab", "abc", "b", "Z", "z", "~", " ", "a b", "ab ", "item10", "item2", "item1",
+                     "Zo\u{eb}", "Zoe\u{308}", "Zoe", "\u{e9}", "e\u{301}", "f", "\u{1F600}", "e\u{301}z", "ez"]
+        try db.execute("CREATE TABLE T (V TEXT)")
+        for text in texts { try db.run("INSERT INTO T VALUES (?)", [.text(text)]) }
+        let sorted = try db.query("SELECT V FROM T ORDER BY V COLLATE FASTSTRING, rowid").map { row -> String in
+            guard case .text(let text) = row[0] else { return "?" }
+            return text
+        }
+        // Swift's order; canonically equal texts keep insertion order, as rowid does.
+        let expected = texts.enumerated().sorted { l, r in l.element == r.element ? l.offset < r.offset : l.element < r.element }.map(\.element)
+        #expect(sorted == expected)
+        #expect(calls.value > 0, "non-ASCII pairs still reach the Swift comparison")
+        let asciiOnly = calls.value
+        try db.execute("DELETE FROM T")
+        for text in ["b", "a", "c", "ab"] { try db.run("INSERT INTO T VALUES (?)", [.text(text)]) }
+        _ = try db.query("SELECT V FROM T ORDER BY V COLLATE FASTSTRING")
+        #expect(calls.value == asciiOnly, "ASCII pairs never reach it")
+    }
+
+    private final class Counter: @unchecked Sendable { var value = 0 }
 }
