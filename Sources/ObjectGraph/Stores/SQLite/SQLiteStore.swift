@@ -611,8 +611,7 @@ public final class SQLiteStore: PersistentStore {
 
         if !relationship.isToMany {
             guard let column = sourceMapping.columnsByProperty[relationship.name] else { return [] }
-            let rows = try db.query("SELECT t.Z_PK, t.Z_ENT FROM \(sourceMapping.tableName) s JOIN \(destTable.name) t ON t.Z_PK = s.\(column) WHERE s.Z_PK = ? AND \(entityFilter)", [.integer(pk)])
-            return ids(from: rows)
+            return try ids(db, "SELECT t.Z_PK, t.Z_ENT FROM \(sourceMapping.tableName) s JOIN \(destTable.name) t ON t.Z_PK = s.\(column) WHERE s.Z_PK = ? AND \(entityFilter)", [.integer(pk)])
         }
         if let join = schema.joinTable(for: relationship) {
             let (mine, theirs) = join.relationship === relationship ? (join.firstColumn, join.secondColumn) : (join.secondColumn, join.firstColumn)
@@ -635,8 +634,7 @@ public final class SQLiteStore: PersistentStore {
             return try ids(db, sql, bindings)
         }
         if let owner = relationship.entity, let hidden = schema.hiddenOwnerColumns["\(owner.name).\(relationship.name)"] {
-            let rows = try db.query("SELECT t.Z_PK, t.Z_ENT FROM \(hidden.table) t WHERE t.\(hidden.column) = ? AND \(entityFilter) ORDER BY t.Z_PK", [.integer(pk)])
-            return ids(from: rows)
+            return try ids(db, "SELECT t.Z_PK, t.Z_ENT FROM \(hidden.table) t WHERE t.\(hidden.column) = ? AND \(entityFilter) ORDER BY t.Z_PK", [.integer(pk)])
         }
         return []
     }
@@ -718,16 +716,6 @@ public final class SQLiteStore: PersistentStore {
     /// 32,766 bound parameters (999 before 3.32), and the same chunk size
     /// `snapshots(for:)` uses.
     static let ownerChunkSize = 500
-
-    private func ids(from rows: [[SQLiteValue]]) -> [ManagedObjectID] {
-        let storeID = identifier
-        return rows.compactMap { row in
-            guard let pk = row[0].int64Value, let ent = row[1].int64Value, let m = entityByNumber[Int(ent)] else { return nil }
-            let id = ManagedObjectID(entity: m.entity, storeIdentifier: storeID, primaryKey: pk)
-            id.persistentStore = self
-            return id
-        }
-    }
 
     /// The IDs a `SELECT Z_PK, Z_ENT …` returns, read row by row from the
     /// statement (no array of values per row: a to-many fault of n members
