@@ -113,7 +113,7 @@ extension ManagedObjectContext {
             case .id(let id):
                 let object = objectForID(id)
                 if object.isFault, let row = rows[id] {
-                    object.load(values: values(from: row), version: row.version, context: self)
+                    object.load(values: lazyValues(from: row), version: row.version, context: self)
                 }
                 return object
             }

@@ -98,7 +98,7 @@ extension ManagedObjectContext {
             for snapshot in snapshots {
                 let object = objectForID(snapshot.objectID)
                 if populate && object.isFault {
-                    object.load(values: values(from: snapshot), version: snapshot.version, context: self)
+                    object.load(values: lazyValues(from: snapshot), version: snapshot.version, context: self)
                 }
                 result.append(object)
             }
@@ -122,7 +122,7 @@ extension ManagedObjectContext {
             }
             let object = registered ?? objectForID(snapshot.objectID)
             if object.isFault && !request.returnsObjectsAsFaults {
-                object.load(values: values(from: snapshot), version: snapshot.version, context: self)
+                object.load(values: lazyValues(from: snapshot), version: snapshot.version, context: self)
             }
             if seen.insert(ObjectIdentifier(object)).inserted {
                 candidates.append(object)

@@ -106,7 +106,7 @@ extension ManagedObjectContext {
         let rows = try persistentStoreCoordinator.snapshots(for: faults.map(\.objectID), staleness: stalenessInterval)
         for object in faults where object.isFault {
             guard let row = rows[object.objectID] else { continue }
-            object.load(values: values(from: row), version: row.version, context: self)
+            object.load(values: lazyValues(from: row), version: row.version, context: self)
         }
     }
 

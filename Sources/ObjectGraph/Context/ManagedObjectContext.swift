@@ -254,7 +254,7 @@ public final class ManagedObjectContext: NSLocking {
         }
         guard !id.isTemporaryID, let snapshot = try persistentStoreCoordinator.snapshot(for: id, staleness: -1) else { throw missingObject(id) }
         let o = objectForID(id)
-        o.load(values: values(from: snapshot), version: snapshot.version, context: self)
+        o.load(values: lazyValues(from: snapshot), version: snapshot.version, context: self)
         return o
     }
 
@@ -333,6 +333,9 @@ public final class ManagedObjectContext: NSLocking {
     }
 
     func unregister(_ object: ManagedObject) {
+        // A let-go object keeps the destinations it had (loaded to-ones
+        // included): it can no longer look them up afterwards.
+        if object.toOnesPending != 0 && object.belongs(to: self) { object.resolveToOnes() }
         if registry[object.objectID] === object { registry[object.objectID] = nil }
         mergeRetained.remove(object)
         assignedStores[ObjectIdentifier(object)] = nil
@@ -344,12 +347,21 @@ public final class ManagedObjectContext: NSLocking {
     /// objects). The slots are shared with the snapshot until a to-one is
     /// replaced, so a row of attributes becomes an object's values as is.
     func values(from snapshot: StoreSnapshot) -> PropertyValues {
-        let layout = EntityLayout.of(snapshot.objectID.entity)
-        var values = PropertyValues(layout: layout, slots: snapshot.slots)
-        for slot in layout.toOneSlots {
+        var values = lazyValues(from: snapshot)
+        resolveToOnes(in: &values)
+        return values
+    }
+
+    /// A snapshot's slots as object values with to-ones still IDs: what
+    /// `ManagedObject.load` takes, resolved when first read.
+    func lazyValues(from snapshot: StoreSnapshot) -> PropertyValues {
+        PropertyValues(layout: EntityLayout.of(snapshot.objectID.entity), slots: snapshot.slots)
+    }
+
+    func resolveToOnes(in values: inout PropertyValues) {
+        for slot in values.layout.toOneSlots {
             if let id = values[slot: slot] as? ManagedObjectID { values[slot: slot] = objectForID(id) }
         }
-        return values
     }
 
     func withChangeProcessingDisabled(_ body: () -> Void) {
@@ -382,7 +394,7 @@ public final class ManagedObjectContext: NSLocking {
         guard let snapshot else {
             throw CoreDataError(.managedObjectContextReferentialIntegrity, "CoreData could not fulfill a fault for \(object.objectID): the \(object.entity.name) record no longer exists", userInfo: [CoreDataError.affectedObjectsErrorKey: [object]])
         }
-        object.load(values: values(from: snapshot), version: snapshot.version, context: self)
+        object.load(values: lazyValues(from: snapshot), version: snapshot.version, context: self)
     }
 
     func fetchRelated(_ rel: RelationshipDescription, of object: ManagedObject) throws -> [ManagedObject] {

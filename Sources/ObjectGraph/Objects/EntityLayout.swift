@@ -36,6 +36,7 @@ final class EntityLayout {
     let snapshotSlotCount: Int
     /// The slots of `toOneRelationships`, ascending.
     let toOneSlots: [Int]
+    var hasToOnes: Bool { !toOneSlots.isEmpty }
     /// The relationship in each slot (nil for attributes), read without a cast.
     let slotRelationships: [RelationshipDescription?]
     /// The attribute in each slot (nil for relationships).

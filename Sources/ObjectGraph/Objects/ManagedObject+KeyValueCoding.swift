@@ -26,11 +26,17 @@ extension ManagedObject {
             return try value(forUndefinedKey: key)
         }
         if isFault { try fireFaultIfNeeded() }
-        if let rel = layout.slotRelationships[slot], rel.isToMany {
-            try loadToMany(rel)
-            return ManagedObject.publicValue(storage[slot: slot], rel)
+        if let rel = layout.slotRelationships[slot] {
+            if rel.isToMany {
+                try loadToMany(rel)
+                return ManagedObject.publicValue(storage[slot: slot], rel)
+            }
+            // Unresolvable only without a context: an invalid object's to-one is nil.
+            let destination = storage[slot: slot]
+            return destination is ManagedObjectID ? nil : destination
         }
-        return storage[slot: slot]
+        // An attribute: reading it needs no to-one resolved.
+        return rawStorage[slot: slot]
     }
 
     /// Sets a modeled property with change notification, change tracking and
@@ -67,9 +73,9 @@ extension ManagedObject {
         if isFault { try fireFaultIfNeeded() }
         if let slot, let attribute = layout.slotAttributes[slot] {
             let coerced = try coerce(value, slot: slot, attribute)
-            if ManagedObject.valuesEqual(storage[slot: slot], coerced) { return }
+            if ManagedObject.valuesEqual(rawStorage[slot: slot], coerced) { return }
             willChangeValue(forKey: key)
-            storage[slot: slot] = coerced
+            rawStorage[slot: slot] = coerced
             didChangeValue(forKey: key, slot: slot)
         } else if let rel = property as? RelationshipDescription {
             if rel.isToMany {

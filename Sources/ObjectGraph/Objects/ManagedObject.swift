@@ -61,9 +61,51 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// Current values of loaded properties: attribute values, to-one
     /// destinations (`ManagedObject`), to-many members (`[ManagedObject]`).
-    @exclusivity(unchecked) var storage: PropertyValues
-    /// The last fetched or saved values, same shapes (CHG-08).
-    @exclusivity(unchecked) var committed: PropertyValues
+    /// Reading or writing it first turns to-one IDs left by loading into
+    /// objects (see `rawStorage`).
+    var storage: PropertyValues {
+        _read {
+            if toOnesPending != 0 { resolveToOnes() }
+            yield rawStorage
+        }
+        _modify {
+            if toOnesPending != 0 { resolveToOnes() }
+            yield &rawStorage
+        }
+        set {
+            rawStorage = newValue
+            if layout.hasToOnes { toOnesPending |= Self.storageToOnesPending }
+        }
+    }
+    /// The last fetched or saved values, same shapes (CHG-08), resolved
+    /// like `storage`.
+    var committed: PropertyValues {
+        _read {
+            if toOnesPending != 0 { resolveToOnes() }
+            yield rawCommitted
+        }
+        _modify {
+            if toOnesPending != 0 { resolveToOnes() }
+            yield &rawCommitted
+        }
+        set {
+            rawCommitted = newValue
+            if layout.hasToOnes { toOnesPending |= Self.committedToOnesPending }
+        }
+    }
+    /// The values as loaded: a fetched row's to-one slots hold the
+    /// destination's `ManagedObjectID` until something reads a to-one, as
+    /// Core Data resolves to-ones lazily. Loading a row then shares the
+    /// row's slot array as is (no copy to put objects in, no uniquing lookup
+    /// per to-one), which was a quarter of walking a to-many. Only attribute
+    /// slots may be read here directly; everything else goes through
+    /// `storage` and `committed`.
+    @exclusivity(unchecked) var rawStorage: PropertyValues
+    @exclusivity(unchecked) var rawCommitted: PropertyValues
+    /// Which of `rawStorage` and `rawCommitted` may still hold to-one IDs.
+    @exclusivity(unchecked) var toOnesPending: UInt8 = 0
+    static let storageToOnesPending: UInt8 = 1
+    static let committedToOnesPending: UInt8 = 2
     /// To-many relationships not loaded yet: relationship faults (FLT-08).
     @exclusivity(unchecked) var unloadedToMany: Set<String> = []
     /// The members of the to-many fault this fault came from, and its place
@@ -104,8 +146,8 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         self.entity = entity
         let layout = EntityLayout.of(entity)
         self.layout = layout
-        self.storage = PropertyValues(layout: layout)
-        self.committed = PropertyValues(layout: layout)
+        self.rawStorage = PropertyValues(layout: layout)
+        self.rawCommitted = PropertyValues(layout: layout)
         if let context {
             do { try context.insertChecked(self) } catch { preconditionFailure("ObjectGraph: \(error)") }
         }
@@ -243,10 +285,12 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// Replaces the object's values with a stored snapshot (PRIM-07: no
     /// notifications, no tracking) and calls `awakeFromFetch`.
+    /// `values` may hold to-one IDs (`ManagedObjectContext.lazyValues(from:)`).
     func load(values: PropertyValues, version: Int64, context: ManagedObjectContext) {
         faultingState = 1
-        storage = values
-        committed = values
+        rawStorage = values
+        rawCommitted = values
+        toOnesPending = layout.hasToOnes ? Self.storageToOnesPending | Self.committedToOnesPending : 0
         changedSlots = SlotSet()
         unloadedToMany = Set(layout.toManyNames)
         storeVersion = version
@@ -262,13 +306,32 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         faultingState = 1
         willTurnIntoFault()
         fetchedValues = [:]
-        storage.removeAll()
-        committed.removeAll()
+        rawStorage.removeAll()
+        rawCommitted.removeAll()
+        toOnesPending = 0
         changedSlots = SlotSet()
         unloadedToMany = Set(layout.toManyNames)
         isFault = true
         didTurnIntoFault()
         faultingState = 0
+    }
+
+    /// Turns the to-one IDs loading left in the values into objects of the
+    /// object's context. Without a context they stay IDs (and pending): the
+    /// object is invalid then, and its to-ones read as nil.
+    final func resolveToOnes() {
+        guard let context = managedObjectContext else { return }
+        let pending = toOnesPending
+        toOnesPending = 0
+        // Freshly loaded values are one array shared by both: resolve it
+        // once and share the result, as loading eagerly did.
+        let shared = pending == Self.storageToOnesPending | Self.committedToOnesPending && rawStorage.sharesSlots(with: rawCommitted)
+        if pending & Self.storageToOnesPending != 0 { context.resolveToOnes(in: &rawStorage) }
+        if shared {
+            rawCommitted = rawStorage
+        } else if pending & Self.committedToOnesPending != 0 {
+            context.resolveToOnes(in: &rawCommitted)
+        }
     }
 
     func loadToMany(_ relationship: RelationshipDescription) throws {

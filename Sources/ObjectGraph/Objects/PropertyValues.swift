@@ -65,6 +65,11 @@ struct PropertyValues {
         }
     }
 
+    /// True when both hold the same slot array (not merely equal values).
+    func sharesSlots(with other: PropertyValues) -> Bool {
+        slots.withUnsafeBufferPointer { mine in other.slots.withUnsafeBufferPointer { $0.baseAddress == mine.baseAddress } }
+    }
+
     /// Removes and returns the value of `key`.
     @discardableResult
     mutating func removeValue(forKey key: String) -> Any? {
