@@ -27,7 +27,7 @@ public final class PersistentStoreCoordinator: NSLocking {
     public let managedObjectModel: ManagedObjectModel
     @exclusivity(unchecked) public private(set) var persistentStores: [PersistentStore] = []
     private let recursiveLock = NSRecursiveLock()
-    @exclusivity(unchecked) private var rowCache: [ManagedObjectID: (snapshot: StoreSnapshot, time: Date)] = [:]
+    @exclusivity(unchecked) private var rowCache = RowCache()
     /// The clock staleness is measured with; tests may replace it.
     @exclusivity(unchecked) var now: () -> Date = Date.init
 
@@ -107,7 +107,7 @@ public final class PersistentStoreCoordinator: NSLocking {
             store.willRemoveFromPersistentStoreCoordinator()
             persistentStores.remove(at: index)
             store.persistentStoreCoordinator = nil
-            rowCache = rowCache.filter { $0.key.storeIdentifier != store.identifier }
+            rowCache.removeRows(ofStore: store.identifier)
             NotificationCenter.default.post(name: Self.storesDidChangeNotification, object: self, userInfo: [Self.removedPersistentStoresKey: [store]])
         }
     }
@@ -501,7 +501,6 @@ public final class PersistentStoreCoordinator: NSLocking {
             }
             try store.save(request)
             let time = now()
-            rowCache.reserveCapacity(rowCache.count + request.inserted.count)
             for snapshot in request.inserted { rowCache[snapshot.objectID] = (snapshot, time) }
             for (snapshot, _) in request.updated { rowCache[snapshot.objectID] = (snapshot, time) }
             for (id, _) in request.deleted { rowCache[id] = nil }
