@@ -67,24 +67,24 @@ extension ManagedObjectContext {
     func matchingObjects(_ request: FetchRequest, prefetching: Bool = true) throws -> [ManagedObject] {
         let entity = try resolveEntity(request)
         if request.includesPendingChanges { processPendingChanges() }
-        func fits(_ e: EntityDescription) -> Bool { request.includesSubentities ? e.isKindOf(entity: entity) : e === entity }
 
         // With no unsaved changes to overlay (or when the request ignores
         // them), a store that applied predicate, sort, offset and limit
         // itself has given the answer: Core Data's SQL fetch is the result,
         // and filtering, sorting and cutting it again in memory only cost time.
         let overlaysChanges = request.includesPendingChanges && (!insertedSet.isEmpty || !updatedSet.isEmpty || !deletedSet.isEmpty)
-        let fetched = try persistentStoreCoordinator.fetchSnapshots(for: entity, request: request, storeAppliesWindow: !overlaysChanges)
-        let snapshots = fetched.snapshots
-        if fetched.isExact && !overlaysChanges {
-            var result: [ManagedObject] = []
-            result.reserveCapacity(snapshots.count)
-            // A large fetch into a small table would otherwise regrow (and
-            // rehash) the uniquing table a dozen times.
-            if snapshots.count > registry.count { registry.reserveCapacity(registry.count + snapshots.count) }
-            // Every object this loop registers is held by `result`, so a sweep
-            // in the middle of it could free nothing it makes: it runs once
-            // after the loop instead, if the table crossed the threshold.
+        if !overlaysChanges {
+            // Likely the store's answer is the result: each row becomes its
+            // object as the store reads it, while the row is in the
+            // processor's cache (a pass over the finished rows met each one
+            // cold again). `awakeFromFetch` waits until the store is done, so
+            // no application code runs while its statement is stepping.
+            var made: [ManagedObject] = []
+            var toAwake: [ManagedObject] = []
+            let populate = !request.returnsObjectsAsFaults
+            // Every object made here is held by `made`, so a sweep in the
+            // middle could free nothing it makes: it runs once after, if
+            // the table crossed the threshold.
             let threshold = sweepThreshold
             sweepThreshold = Int.max
             defer {
@@ -94,17 +94,32 @@ extension ManagedObjectContext {
                     sweepThreshold = max(Self.minimumSweepThreshold, registry.count * 2)
                 }
             }
-            let populate = !request.returnsObjectsAsFaults
-            for snapshot in snapshots {
+            let fetched = try persistentStoreCoordinator.fetchSnapshots(for: entity, request: request, storeAppliesWindow: true) { snapshot in
                 let object = objectForID(snapshot.objectID)
                 if populate && object.isFault {
-                    object.load(values: lazyValues(from: snapshot), version: snapshot.version, context: self)
+                    object.load(values: lazyValues(from: snapshot), version: snapshot.version, context: self, awake: false)
+                    if !object.isPlainManagedObject { toAwake.append(object) }
                 }
-                result.append(object)
+                made.append(object)
             }
-            if prefetching { try prefetchRelationships(request, result) }
-            return result
+            withChangeProcessingDisabled { for object in toAwake { object.awakeFromFetch() } }
+            if fetched.isExact {
+                if prefetching { try prefetchRelationships(request, made) }
+                return made
+            }
+            // The store could not apply everything: the objects are made
+            // (and loaded), and are filtered and sorted in memory below.
+            return try finishInMemory(request, entity: entity, snapshots: fetched.snapshots, prefetching: prefetching)
         }
+        let fetched = try persistentStoreCoordinator.fetchSnapshots(for: entity, request: request, storeAppliesWindow: false)
+        return try finishInMemory(request, entity: entity, snapshots: fetched.snapshots, prefetching: prefetching)
+    }
+
+    /// The rest of `matchingObjects` when the store's rows are not the
+    /// answer: unsaved changes overlaid, then predicate, sort and window
+    /// applied in memory.
+    private func finishInMemory(_ request: FetchRequest, entity: EntityDescription, snapshots: [StoreSnapshot], prefetching: Bool) throws -> [ManagedObject] {
+        func fits(_ e: EntityDescription) -> Bool { request.includesSubentities ? e.isKindOf(entity: entity) : e === entity }
 
         // Rows of records not loaded here are filtered before any object is
         // made when the predicate reads only attributes (RowPredicateFilter).

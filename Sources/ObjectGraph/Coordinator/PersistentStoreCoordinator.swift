@@ -271,7 +271,9 @@ public final class PersistentStoreCoordinator: NSLocking {
     /// and limit too, and `isExact` says whether it applied everything
     /// (predicate, sort, offset, limit); otherwise every store is asked for
     /// all matching rows and the caller finishes in memory (`isExact` false).
-    func fetchSnapshots(for entity: EntityDescription, request: FetchRequest, storeAppliesWindow: Bool = false) throws -> StoreFetchResult {
+    /// `each` sees every row as it is read, once it is cached.
+    func fetchSnapshots(for entity: EntityDescription, request: FetchRequest, storeAppliesWindow: Bool = false,
+                        each: (StoreSnapshot) throws -> Void = { _ in }) throws -> StoreFetchResult {
         try locked {
             let stores = persistentStores.filter { store in store.entities.contains(where: { request.includesSubentities ? $0.isKindOf(entity: entity) : $0 === entity }) }
             let single = storeAppliesWindow && stores.count == 1
@@ -285,19 +287,20 @@ public final class PersistentStoreCoordinator: NSLocking {
             var out: [StoreSnapshot] = []
             var exact = single
             for store in stores {
-                let result = try store.fetchSnapshots(storeRequest)
-                exact = exact && result.isExact
                 // A store that labels its IDs (SQLite does) labels them all:
-                // checking the first spares a weak load per row.
-                let labelled = result.snapshots.first.map { $0.objectID.persistentStore === store } ?? true
+                // checking the first spares a load per row.
+                var labelled: Bool?
+                let result = try store.fetchSnapshots(storeRequest) { snapshot in
+                    if labelled == nil { labelled = snapshot.objectID.persistentStore === store }
+                    if labelled == false && snapshot.objectID.persistentStore !== store { snapshot.objectID.persistentStore = store }
+                    rowCache[snapshot.objectID] = (snapshot, time)
+                    try each(snapshot)
+                }
+                exact = exact && result.isExact
                 if stores.count == 1 {
                     out = result.snapshots
                 } else {
                     out.append(contentsOf: result.snapshots)
-                }
-                for snapshot in result.snapshots {
-                    if !labelled && snapshot.objectID.persistentStore !== store { snapshot.objectID.persistentStore = store }
-                    rowCache[snapshot.objectID] = (snapshot, time)
                 }
             }
             return StoreFetchResult(snapshots: out, isExact: exact)

@@ -286,7 +286,8 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Replaces the object's values with a stored snapshot (PRIM-07: no
     /// notifications, no tracking) and calls `awakeFromFetch`.
     /// `values` may hold to-one IDs (`ManagedObjectContext.lazyValues(from:)`).
-    func load(values: PropertyValues, version: Int64, context: ManagedObjectContext) {
+    /// Without `awake`, the caller calls `awakeFromFetch` itself later.
+    func load(values: PropertyValues, version: Int64, context: ManagedObjectContext, awake: Bool = true) {
         faultingState = 1
         rawStorage = values
         rawCommitted = values
@@ -297,7 +298,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         isFault = false
         faultGroup = nil
         faultingState = 0
-        context.withChangeProcessingDisabled { awakeFromFetch() }
+        if awake { context.withChangeProcessingDisabled { awakeFromFetch() } }
     }
 
     /// Drops the loaded values and becomes a fault (FLT-11, MOC-RF-01/02).

@@ -125,3 +125,63 @@ import Testing
 extension EmployeeMO {
     static func makeTemporaryURI() -> URL { URL(string: "x-coredata:///Employee/t\(UUID().uuidString)")! }
 }
+
+/// An object whose `awakeFromFetch` fetches and fires a to-one fault. On
+/// SQLite, rows become objects while the store's statement steps; the hook
+/// runs once per object after the store is done, so it sees a settled
+/// context and may use it freely (LIFE-13).
+final class AwakeProbeMO: ManagedObject {
+    nonisolated(unsafe) static var seen: [String] = []
+    override func awakeFromFetch() {
+        super.awakeFromFetch()
+        guard let context = managedObjectContext else { return }
+        let count = (try? context.count(for: FetchRequest(entityName: "AwakeProbe"))) ?? -1
+        let partner = (try? value(forKey: "partner")) as? ManagedObject
+        let partnerName = (try? partner?.value(forKey: "name")) as? String
+        Self.seen.append("\((try? value(forKey: "name")) as? String ?? "?")/\(count)/\(partnerName ?? "-")")
+    }
+}
+
+@Suite(.serialized) struct ContextAwakeFromFetchTests {
+    @Test func awakeFromFetchRunsOnceEachAfterTheRowsAreReadAndMayFetch() throws {
+        let probe = EntityDescription(name: "AwakeProbe")
+        probe.managedObjectClassName = "AwakeProbe"
+        let partner = RelationshipDescription(name: "partner", destination: probe)
+        probe.properties = [AttributeDescription(name: "name", type: .string), partner]
+        let model = ManagedObjectModel()
+        model.entities = [probe]
+        ManagedObjectClassRegistry.shared.register(AwakeProbeMO.self, forClassName: "AwakeProbe")
+        defer { ManagedObjectClassRegistry.shared.unregister(className: "AwakeProbe") }
+        let directory = try TestPaths.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let url = directory.appendingPathComponent("Probe.sqlite")
+        let writer = try PersistentStoreCoordinator(managedObjectModel: model)
+        try writer.addPersistentStore(ofType: PersistentStoreCoordinator.sqliteStoreType, at: url)
+        let context = ManagedObjectContext(coordinator: writer)
+        try context.performAndWait {
+            var previous: ManagedObject?
+            for name in ["a", "b", "c"] {
+                let object = try context.insertNewObject(forEntityName: "AwakeProbe")
+                try object.setValue(name, forKey: "name")
+                try object.setValue(previous, forKey: "partner")
+                previous = object
+            }
+            try context.save()
+        }
+        let reader = try PersistentStoreCoordinator(managedObjectModel: model)
+        try reader.addPersistentStore(ofType: PersistentStoreCoordinator.sqliteStoreType, at: url)
+        let fresh = ManagedObjectContext(coordinator: reader)
+        AwakeProbeMO.seen = []
+        try fresh.performAndWait {
+            let request = FetchRequest(entityName: "AwakeProbe")
+            request.returnsObjectsAsFaults = false
+            request.sortDescriptors = [FetchSortDescriptor(key: "name", ascending: true)]
+            let objects = try fresh.fetch(request)
+            #expect(objects.count == 3)
+            #expect(objects.allSatisfy { $0 is AwakeProbeMO && !$0.isFault })
+        }
+        // Each fetched object woke once, after the fetch, and saw the whole
+        // store; firing b's partner (a, already loaded) woke no one again.
+        #expect(AwakeProbeMO.seen == ["a/3/-", "b/3/a", "c/3/b"])
+    }
+}

@@ -501,6 +501,10 @@ public final class SQLiteStore: PersistentStore {
     /// row of the entity does. The caller then finishes in memory
     /// (`finishedSnapshots(_:)`, or the coordinator).
     public override func fetchSnapshots(_ request: FetchRequest) throws -> StoreFetchResult {
+        try fetchSnapshots(request, each: { _ in })
+    }
+
+    public override func fetchSnapshots(_ request: FetchRequest, each: (StoreSnapshot) throws -> Void) throws -> StoreFetchResult {
         lock.lock(); defer { lock.unlock() }
         let (db, schema) = try openConnection()
         guard let name = request.entityName, let mapping = schema.entity(named: name),
@@ -554,7 +558,10 @@ public final class SQLiteStore: PersistentStore {
         var snapshots: [StoreSnapshot] = []
         let storeID = identifier
         try statement.forEachRow(bindings) { row in
-            if let snapshot = try snapshot(storeID: storeID, { row.column($0) }) { snapshots.append(snapshot) }
+            if let snapshot = try snapshot(storeID: storeID, { row.column($0) }) {
+                snapshots.append(snapshot)
+                try each(snapshot)
+            }
         }
         return StoreFetchResult(snapshots: snapshots, isExact: isExact)
     }
