@@ -211,12 +211,9 @@ extension ManagedObject {
         try fireFaultIfNeeded()
         if rel.isToMany {
             try loadToMany(rel)
-            var members = storage[rel.name] as? [ManagedObject] ?? []
-            guard let index = members.firstIndex(where: { $0 === member }) else { return }
+            guard position(of: member, in: rel) != nil else { return }
             willChangeValue(forKey: rel.name, withSetMutation: .minus, using: [member])
-            storage[rel.name] = nil  // sole owner: no copy (see mutateToMany)
-            members.remove(at: index)
-            storage[rel.name] = members
+            removeMembers([member], from: rel)
             didChangeValue(forKey: rel.name, withSetMutation: .minus, using: [member])
         } else if storage[rel.name] as? ManagedObject === member {
             willChangeValue(forKey: rel.name)
@@ -231,12 +228,9 @@ extension ManagedObject {
         try fireFaultIfNeeded()
         if rel.isToMany {
             try loadToMany(rel)
-            var members = storage[rel.name] as? [ManagedObject] ?? []
-            guard !members.contains(where: { $0 === member }) else { return }
+            guard position(of: member, in: rel) == nil else { return }
             willChangeValue(forKey: rel.name, withSetMutation: .union, using: [member])
-            storage[rel.name] = nil  // sole owner: no copy (see mutateToMany)
-            members.append(member)
-            storage[rel.name] = members
+            appendMembers([member], to: rel)
             didChangeValue(forKey: rel.name, withSetMutation: .union, using: [member])
         } else {
             let previous = storage[rel.name] as? ManagedObject
@@ -253,26 +247,19 @@ extension ManagedObject {
         try ensureUsable()
         try fireFaultIfNeeded()
         try loadToMany(rel)
-        var members = storage[rel.name] as? [ManagedObject] ?? []
-        let removed = ManagedObject.unique(removing).filter { r in members.contains { $0 === r } }
-        let added = ManagedObject.unique(adding).filter { a in !members.contains { $0 === a } && !removed.contains { $0 === a } }
+        // A member being removed is a member, so it is never also added.
+        let removed = ManagedObject.unique(removing).filter { position(of: $0, in: rel) != nil }
+        let added = ManagedObject.unique(adding).filter { position(of: $0, in: rel) == nil }
         let inverse = (managedObjectContext?.maintainsInverses ?? true) ? rel.inverseRelationship : nil
         if !removed.isEmpty {
             willChangeValue(forKey: rel.name, withSetMutation: .minus, using: removed)
-            // Storage lets go first so `members` is the array's only owner and
-            // changes in place (unless `committed` or an observer's old value
-            // shares it): adding members one at a time stays linear.
-            storage[rel.name] = nil
-            members.removeAll { m in removed.contains { $0 === m } }
-            storage[rel.name] = members
+            removeMembers(removed, from: rel)
             didChangeValue(forKey: rel.name, withSetMutation: .minus, using: removed)
             if let inverse { for r in removed { try r.removeOneSide(inverse, self) } }
         }
         if !added.isEmpty {
             willChangeValue(forKey: rel.name, withSetMutation: .union, using: added)
-            storage[rel.name] = nil
-            members.append(contentsOf: added)
-            storage[rel.name] = members
+            appendMembers(added, to: rel)
             didChangeValue(forKey: rel.name, withSetMutation: .union, using: added)
             if let inverse { for a in added { try a.addOneSide(inverse, self) } }
         }
@@ -282,8 +269,9 @@ extension ManagedObject {
         try loadToMany(rel)
         let current = storage[rel.name] as? [ManagedObject] ?? []
         let wanted = ManagedObject.unique(newMembers)
-        try mutateToMany(rel, adding: wanted.filter { w in !current.contains { $0 === w } },
-                         removing: current.filter { c in !wanted.contains { $0 === c } })
+        let currentIDs = Set(current.map(ObjectIdentifier.init)), wantedIDs = Set(wanted.map(ObjectIdentifier.init))
+        try mutateToMany(rel, adding: wanted.filter { !currentIDs.contains(ObjectIdentifier($0)) },
+                         removing: current.filter { !wantedIDs.contains(ObjectIdentifier($0)) })
         if rel.isOrdered, let now = storage[rel.name] as? [ManagedObject], !zip(now, wanted).allSatisfy({ $0 === $1 }) {
             willChangeValue(forKey: rel.name)
             storage[rel.name] = wanted

@@ -70,10 +70,12 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         }
         _modify {
             if toOnesPending != 0 { resolveToOnes() }
+            storageGeneration &+= 1
             yield &rawStorage
         }
         set {
             rawStorage = newValue
+            storageGeneration &+= 1
             if layout.hasToOnes { toOnesPending |= Self.storageToOnesPending }
         }
     }
@@ -102,6 +104,11 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// `storage` and `committed`.
     @exclusivity(unchecked) var rawStorage: PropertyValues
     @exclusivity(unchecked) var rawCommitted: PropertyValues
+    /// Moves on with every write through `storage` and every load: the
+    /// to-many member indexes are valid for one generation (see
+    /// `ManagedObject+ToManyMembers.swift`).
+    @exclusivity(unchecked) var storageGeneration: UInt64 = 0
+    @exclusivity(unchecked) var memberIndexes: [Int: MemberIndex] = [:]
     /// Which of `rawStorage` and `rawCommitted` may still hold to-one IDs.
     @exclusivity(unchecked) var toOnesPending: UInt8 = 0
     static let storageToOnesPending: UInt8 = 1
@@ -291,6 +298,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         faultingState = 1
         rawStorage = values
         rawCommitted = values
+        storageGeneration &+= 1
         toOnesPending = layout.hasToOnes ? Self.storageToOnesPending | Self.committedToOnesPending : 0
         changedSlots = SlotSet()
         unloadedToMany = Set(layout.toManyNames)
@@ -310,6 +318,8 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         rawStorage.removeAll()
         rawCommitted.removeAll()
         toOnesPending = 0
+        storageGeneration &+= 1
+        memberIndexes = [:]
         changedSlots = SlotSet()
         unloadedToMany = Set(layout.toManyNames)
         isFault = true

@@ -27,7 +27,10 @@ public final class MutableRelationshipSet {
     }
 
     public var count: Int { (try? allObjects().count) ?? 0 }
-    public func contains(_ member: ManagedObject) -> Bool { (try? allObjects().contains { $0 === member }) ?? false }
+    public func contains(_ member: ManagedObject) -> Bool {
+        guard (try? allObjects()) != nil else { return false }
+        return object.position(of: member, in: relationship) != nil
+    }
 
     public func insert(_ member: ManagedObject) throws { try union([member]) }
     public func remove(_ member: ManagedObject) throws { try subtract([member]) }
