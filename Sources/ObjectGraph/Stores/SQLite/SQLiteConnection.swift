@@ -224,7 +224,12 @@ public final class SQLiteConnection {
                 case .null: sqlite3_result_null(context)
                 case .integer(let v): sqlite3_result_int64(context, v)
                 case .real(let v): sqlite3_result_double(context, v)
-                case .text(let s): sqlite3_result_text(context, s, -1, SQLiteConnection.transient)
+                case .text(let s):
+                    var s = s   // by byte count, like binding (NUL characters included)
+                    s.withUTF8 { bytes in
+                        guard let base = bytes.baseAddress, bytes.count > 0 else { return sqlite3_result_text(context, "", 0, SQLiteConnection.transient) }
+                        sqlite3_result_text(context, UnsafeRawPointer(base).assumingMemoryBound(to: CChar.self), Int32(bytes.count), SQLiteConnection.transient)
+                    }
                 case .blob(let d):
                     d.withUnsafeBytes { buffer in
                         if let base = buffer.baseAddress, buffer.count > 0 {

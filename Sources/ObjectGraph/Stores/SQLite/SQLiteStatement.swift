@@ -107,7 +107,14 @@ public final class SQLiteStatement {
         case .null: rc = sqlite3_bind_null(handle, index)
         case .integer(let v): rc = sqlite3_bind_int64(handle, index, v)
         case .real(let v): rc = sqlite3_bind_double(handle, index, v)
-        case .text(let s): rc = sqlite3_bind_text(handle, index, s, -1, Self.transient)
+        case .text(let s):
+            // By byte count: a length of -1 would end the text at its first
+            // NUL character, which a Swift string may contain.
+            var s = s
+            rc = s.withUTF8 { bytes in
+                guard let base = bytes.baseAddress, bytes.count > 0 else { return sqlite3_bind_text(handle, index, "", 0, Self.transient) }
+                return sqlite3_bind_text(handle, index, UnsafeRawPointer(base).assumingMemoryBound(to: CChar.self), Int32(bytes.count), Self.transient)
+            }
         case .blob(let d):
             rc = d.withUnsafeBytes { buffer in
                 // A zero-length blob must stay a blob, not NULL: bind a

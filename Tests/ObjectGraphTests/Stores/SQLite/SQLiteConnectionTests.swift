@@ -21,6 +21,19 @@ import Testing
         #expect(rows[1] == [.blob(Data()), .integer(-1), .real(-0.5), .text(""), .null, .text("blob")])
     }
 
+    @Test func textWithNULCharactersIsBoundAndReturnedWhole() throws {
+        // Text goes to SQLite by byte count: a NUL inside a Swift string does not end it.
+        let db = try SQLiteConnection(path: try scratch(), mode: .readWriteCreate)
+        try db.execute("CREATE TABLE t (s TEXT)")
+        let text = "a\u{0}b\u{0}ç"
+        try db.run("INSERT INTO t VALUES (?)", [.text(text)])
+        #expect(try db.query("SELECT s, length(CAST(s AS BLOB)), typeof(s) FROM t") == [[.text(text), .integer(6), .text("text")]])
+        #expect(try db.query("SELECT count(*) FROM t WHERE s = ?", [.text(text)]) == [[.integer(1)]])
+        #expect(try db.query("SELECT count(*) FROM t WHERE s = ?", [.text("a")]) == [[.integer(0)]])
+        try db.createFunction("og_twice", argumentCount: 1) { args in .text((args[0].stringValue ?? "") + (args[0].stringValue ?? "")) }
+        #expect(try db.query("SELECT og_twice(s) FROM t") == [[.text(text + text)]])
+    }
+
     @Test func journalModeIsWALAndStatementsAreCached() throws {
         let db = try SQLiteConnection(path: try scratch(), mode: .readWriteCreate)
         #expect(try db.query("PRAGMA journal_mode").first?.first == .text("wal"))
