@@ -102,8 +102,8 @@ struct SQLiteBenchmark: ParsableCommand {
         }
     }
 
-    static func expect(_ condition: Bool, _ message: String) throws {
-        if !condition { throw ValidationError("benchmark sides disagree: \(message)") }
+    static func expect(_ condition: Bool, _ message: @autoclosure () -> String) throws {
+        if !condition { throw ValidationError("benchmark sides disagree: \(message())") }
     }
 
     /// Item (4 attributes and a to-one) and Group (a to-many of items).
@@ -187,7 +187,7 @@ private final class GraphSide {
 
     func updateTenthPercent() throws {
         try context.performAndWait {
-            for object in fetched where (object.objectID.primaryKey ?? 0) % 10 == 1 {
+            for object in try everyTenthFetched(from: 0) {
                 let count = try object.value(forKey: "count") as? Int64 ?? 0
                 try object.setValue(count + 1, forKey: "count")
             }
@@ -197,10 +197,21 @@ private final class GraphSide {
 
     func deleteTenthPercent() throws {
         try context.performAndWait {
-            for object in fetched where (object.objectID.primaryKey ?? 0) % 10 == 6 {
-                context.delete(object)
-            }
+            for object in try everyTenthFetched(from: 5) { context.delete(object) }
             try context.save()
+        }
+    }
+
+    /// The fetched objects at positions `offset`, `offset + 10`, ...: the
+    /// fetch is in primary-key order, so these are the rows the raw side
+    /// picks by key (`offset + 1` modulo 10), each checked by its key. Both
+    /// sides go straight to their rows, as the raw side's key arithmetic
+    /// does, instead of reading every object's ID to choose.
+    private func everyTenthFetched(from offset: Int) throws -> [ManagedObject] {
+        try stride(from: offset, to: fetched.count, by: 10).map { i in
+            let object = fetched[i]
+            try SQLiteBenchmark.expect(object.objectID.primaryKey == Int64(i + 1), "fetched object \(i) has key \(object.objectID.primaryKey ?? 0), not \(i + 1)")
+            return object
         }
     }
 
