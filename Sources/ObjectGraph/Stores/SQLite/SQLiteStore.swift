@@ -627,7 +627,12 @@ public final class SQLiteStore: PersistentStore {
         }
         if let inverse = relationship.inverseRelationship, !inverse.isToMany {
             guard let column = destMapping.columnsByProperty[inverse.name] else { return [] }
-            var sql = "SELECT t.Z_PK, t.Z_ENT FROM \(destTable.name) t WHERE t.\(column) = ? AND \(entityFilter)"
+            // When the destination's table holds only the destination, every
+            // row is one of its objects: the foreign key's index answers
+            // alone, without looking up each row's Z_ENT in the table.
+            let soleEntity = destTable.rootEntityName == destination.name && destMapping.numbersIncludingSubentities.count == 1
+            var sql = soleEntity ? "SELECT t.Z_PK, \(destMapping.number) FROM \(destTable.name) t WHERE t.\(column) = ?"
+                                 : "SELECT t.Z_PK, t.Z_ENT FROM \(destTable.name) t WHERE t.\(column) = ? AND \(entityFilter)"
             var bindings: [SQLiteValue] = [.integer(pk)]
             if let entityColumn = destMapping.entityColumnsByRelationship[inverse.name] {
                 sql += " AND t.\(entityColumn) = ?"
