@@ -54,7 +54,7 @@ public final class ManagedObjectContext: NSLocking {
     /// retain and release of every managed object several times slower;
     /// and an object can then only be freed on the context's queue, where
     /// the table lives.
-    @exclusivity(unchecked) var registry: [ManagedObjectID: ManagedObject] = [:]
+    @exclusivity(unchecked) var registry = ObjectIDTable<ManagedObject>()
     /// Registry size that triggers the next sweep.
     @exclusivity(unchecked) var sweepThreshold = ManagedObjectContext.minimumSweepThreshold
     static let minimumSweepThreshold = 4_096
@@ -265,19 +265,13 @@ public final class ManagedObjectContext: NSLocking {
     func objectForID(_ id: ManagedObjectID) -> ManagedObject {
         // One hash lookup finds the entry or puts the new fault in its place:
         // every fetched row and every related ID comes through here.
-        var made = false
-        let object = Self.entry(&registry[id, default: {
-            made = true
-            return objectClass(for: id.entity).makeFault(entity: id.entity, id: id)
-        }()])
+        let (object, made) = registry.value(for: id) { objectClass(for: id.entity).makeFault(entity: id.entity, id: id) }
         if made {
             object.managedObjectContext = self
             sweepIfGrown()
         }
         return object
     }
-
-    private static func entry(_ value: inout ManagedObject) -> ManagedObject { value }
 
     /// The registered class for `entity`, remembered for the last entity
     /// asked while no class is (un)registered: the registry takes a lock
@@ -318,17 +312,13 @@ public final class ManagedObjectContext: NSLocking {
     func sweepUnreferencedObjects(untilStable: Bool) {
         guard !retainsRegisteredObjects else { return }
         while true {
-            var unreferenced: [ManagedObjectID] = []
-            // By key: `registry.values[index]` would hand out a copy, so the
-            // check would never see a unique reference.
-            for id in Array(registry.keys) where isKnownUniquelyReferenced(&registry[id]!) {
-                unreferenced.append(id)
-            }
-            if unreferenced.isEmpty { return }
-            for id in unreferenced {
-                if let object = registry.removeValue(forKey: id) { object.managedObjectContext = nil }
-            }
-            if !untilStable { return }
+            var freed = 0
+            // In place: a copy of the entry would never be the only reference.
+            registry.removeAll(where: { isKnownUniquelyReferenced(&$0) }, removed: { object in
+                object.managedObjectContext = nil
+                freed += 1
+            })
+            if freed == 0 || !untilStable { return }
         }
     }
 
@@ -697,7 +687,7 @@ public final class ManagedObjectContext: NSLocking {
     /// cleared, old instances detached; posts `invalidatedAll` with their IDs.
     public func reset() {
         checkConfinement()
-        let ids = registry.keys.map { $0 }
+        let ids = registry.values.map(\.objectID)
         // Every table is emptied below, so each object is only told it was
         // let go of (what `unregister` does beyond removing table entries).
         func forget(_ o: ManagedObject) {

@@ -107,7 +107,7 @@ public final class PersistentStoreCoordinator: NSLocking {
             store.willRemoveFromPersistentStoreCoordinator()
             persistentStores.remove(at: index)
             store.persistentStoreCoordinator = nil
-            rowCache.removeRows(ofStore: store.identifier)
+            rowCache.removeAll(inStore: store.identifier)
             NotificationCenter.default.post(name: Self.storesDidChangeNotification, object: self, userInfo: [Self.removedPersistentStoresKey: [store]])
         }
     }

@@ -13,6 +13,10 @@ struct SlotIndex {
     static let scanLimit = 12
 
     private let names: [String]
+    /// The names' UTF-8 lengths: a name of another length is passed over
+    /// without a string comparison (which, for two different strings, is a
+    /// call into the runtime).
+    private let lengths: [Int]
     private let table: [String: Int]
 
     /// `names[i]` is the name of slot `i`; a repeated name (a model
@@ -21,12 +25,14 @@ struct SlotIndex {
         var table: [String: Int] = [:]
         for (i, name) in names.enumerated() { table[name] = i }
         self.names = names
+        self.lengths = names.map(\.utf8.count)
         self.table = names.count > Self.scanLimit ? table : [:]
     }
 
     subscript(key: String) -> Int? {
         if names.count > Self.scanLimit { return table[key] }
-        for i in names.indices.reversed() where names[i] == key { return i }
+        let length = key.utf8.count
+        for i in names.indices.reversed() where lengths[i] == length && names[i] == key { return i }
         return nil
     }
 }

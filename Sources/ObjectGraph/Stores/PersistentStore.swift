@@ -37,7 +37,9 @@ open class PersistentStore {
     public let model: ManagedObjectModel
     /// Stores keep their metadata (`NSStoreType`, `NSStoreUUID`, model version
     /// hashes …) here; the identifier is the `NSStoreUUID` entry.
-    open var metadata: [String: Any]
+    open var metadata: [String: Any] {
+        didSet { identifier = Self.identifier(in: metadata) }
+    }
     public var isReadOnly: Bool { (options[PersistentStore.readOnlyOption] as? Bool) ?? false }
 
     public static let storeTypeKey = "NSStoreType"
@@ -50,12 +52,22 @@ open class PersistentStore {
         self.configurationName = configurationName
         self.url = url
         self.options = options
-        self.metadata = [PersistentStore.storeUUIDKey: UUID().uuidString, PersistentStore.storeTypeKey: Self.storeType]
+        let metadata: [String: Any] = [PersistentStore.storeUUIDKey: UUID().uuidString, PersistentStore.storeTypeKey: Self.storeType]
+        self.metadata = metadata
+        self.identifier = Self.identifier(in: metadata)
         _ = objectIDHandle  // made here, before any other thread can see the store
     }
 
     /// The store's UUID (`NSStoreUUID`), the host part of its object URIs.
-    public var identifier: String { metadata[PersistentStore.storeUUIDKey] as? String ?? "" }
+    /// Kept as one string, set with the metadata: every object ID a store
+    /// makes holds it, and a string read from the metadata each time (a new
+    /// copy when the metadata came from a property list) made every
+    /// comparison of two IDs' stores compare their bytes.
+    public private(set) var identifier: String
+
+    private static func identifier(in metadata: [String: Any]) -> String {
+        metadata[PersistentStore.storeUUIDKey] as? String ?? ""
+    }
 
     /// The entities this store holds: its configuration's, or the whole model's.
     public var entities: [EntityDescription] { model.entities(forConfiguration: configurationName) ?? [] }

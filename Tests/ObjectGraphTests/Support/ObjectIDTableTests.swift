@@ -2,10 +2,11 @@ import Foundation
 import Testing
 @testable import ObjectGraph
 
-/// The coordinator's row cache: one table per entity and store indexed by
-/// primary key, a dictionary for keys far past a table's end and for
-/// references that are not keys. Whichever holds a row, an ID finds it.
-@Suite struct RowCacheTests {
+/// The map behind the uniquing table and the row cache: one array per
+/// entity and store indexed by primary key, a dictionary for keys far past
+/// an array's end and for IDs that are not keys. Whichever holds an entry,
+/// an equal ID finds it; the count follows every change.
+@Suite struct ObjectIDTableTests {
     static let model = ReferenceModel.make()
     static var department: EntityDescription { model.entitiesByName["Department"]! }
     static var employee: EntityDescription { model.entitiesByName["Employee"]! }
@@ -63,10 +64,36 @@ import Testing
         cache[Self.id(1 << 40, store: "S1")] = Self.entry(Self.id(1 << 40, store: "S1"), version: 1)
         cache[Self.id(1, store: "S2")] = Self.entry(Self.id(1, store: "S2"), version: 2)
         #expect(cache[temporary]?.snapshot.version == 1)
-        cache.removeRows(ofStore: "S1")
+        cache.removeAll(inStore: "S1")
         #expect(cache[Self.id(1, store: "S1")] == nil)
         #expect(cache[Self.id(1 << 40, store: "S1")] == nil)
         #expect(cache[Self.id(1, store: "S2")]?.snapshot.version == 2)
         #expect(cache[temporary]?.snapshot.version == 1)
+        #expect(cache.count == 2)
+    }
+
+    @Test func findOrAddMakesOnceAndRemoveAllWhereSeesEntriesInPlace() {
+        final class Box { let n: Int64; init(_ n: Int64) { self.n = n } }
+        var table = ObjectIDTable<Box>()
+        var made = 0
+        let keys: [Int64] = [1, 2, 3, 9_000_000]
+        for key in keys {
+            let first = table.value(for: Self.id(key)) { made += 1; return Box(key) }
+            let again = table.value(for: Self.id(key)) { made += 1; return Box(-1) }
+            #expect(first.made && !again.made && first.value === again.value)
+        }
+        #expect(made == keys.count && table.count == keys.count)
+        // Hold two of them: only the others are referenced by the table alone.
+        let held = [table[Self.id(2)]!, table[Self.id(9_000_000)]!]
+        var removed: [Int64] = []
+        table.removeAll(where: { isKnownUniquelyReferenced(&$0) }, removed: { removed.append($0.n) })
+        #expect(removed.sorted() == [1, 3])
+        #expect(table.count == 2 && table[Self.id(1)] == nil && table[Self.id(2)] === held[0] && table[Self.id(9_000_000)] === held[1])
+        #expect(Set(table.values.map(\.n)) == [2, 9_000_000])
+        #expect(table.removeValue(forKey: Self.id(2)) === held[0])
+        #expect(table.removeValue(forKey: Self.id(2)) == nil)
+        #expect(table.count == 1 && !table.isEmpty)
+        table.removeAll()
+        #expect(table.isEmpty && table[Self.id(9_000_000)] == nil)
     }
 }

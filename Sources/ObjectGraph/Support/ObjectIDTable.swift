@@ -1,0 +1,190 @@
+import Foundation
+
+/// A map from object IDs to values, for the two tables every fetched row and
+/// every saved object goes through: a context's uniquing table and the
+/// coordinator's row cache.
+///
+/// IDs with a store-assigned primary key live in one array per entity and
+/// store, indexed by the key. Stores hand out keys densely (SQLite's `Z_PK`
+/// counts up from 1), so a fetch or a save over consecutive keys touches
+/// consecutive entries: a hash table put each of them in a random bucket
+/// and compared IDs field by field, and at 100,000 objects those cache
+/// misses were a third of a fetch. Keys far past an array's end (a sparse
+/// store), temporary IDs and IDs without a store go to a dictionary.
+/// Whichever part holds an entry, an equal ID finds it.
+///
+/// ```swift
+/// var table = ObjectIDTable<String>()
+/// table[id] = "row"
+/// table[id]          // "row"
+/// ```
+struct ObjectIDTable<Value> {
+    typealias Entry = Value
+
+    /// One entity's entries in one store; a class so an entry is changed in
+    /// place without copying the array.
+    private final class Keyed {
+        let entity: EntityDescription
+        @exclusivity(unchecked) var storeIdentifier: String
+        /// Unchecked: a dynamic exclusivity check per access of a class's
+        /// stored property was a tenth of a lookup.
+        @exclusivity(unchecked) var entries: [Value?] = []
+
+        init(entity: EntityDescription, storeIdentifier: String) {
+            self.entity = entity
+            self.storeIdentifier = storeIdentifier
+        }
+
+        func holds(_ id: ManagedObjectID) -> Bool {
+            guard entity === id.entity, let other = id.storeIdentifier, other == storeIdentifier else { return false }
+            // Equal text in another string's storage (the store's metadata
+            // was read again) compares byte by byte; sharing the newest
+            // storage makes the next comparison a pointer check.
+            storeIdentifier = other
+            return true
+        }
+    }
+
+    private struct KeyedName: Hashable {
+        let entity: ObjectIdentifier
+        let storeIdentifier: String
+    }
+
+    private var keyed: [KeyedName: Keyed] = [:]
+    /// The array the last access used: consecutive accesses are nearly
+    /// always to one entity of one store.
+    private var lastKeyed: Keyed?
+    private var others: [ManagedObjectID: Value] = [:]
+    /// The number of entries in the arrays (the dictionary counts its own).
+    private var keyedCount = 0
+    /// The number of entries.
+    var count: Int { keyedCount + others.count }
+    var isEmpty: Bool { count == 0 }
+
+    /// How far past an array's end a key may grow it (beyond that the entry
+    /// goes to the dictionary): room for gaps in a store's keys without
+    /// letting one huge key allocate a huge array.
+    private static func growthLimit(_ count: Int) -> Int { count + max(4_096, count) }
+
+    private static func key(of id: ManagedObjectID) -> Int? {
+        if case .primaryKey(let key) = id.referenceObject, key > 0, key < Int64(Int32.max), id.storeIdentifier != nil { return Int(key) }
+        return nil
+    }
+
+    private mutating func keyed(for id: ManagedObjectID, creating: Bool) -> Keyed? {
+        if let last = lastKeyed, last.holds(id) { return last }
+        guard let storeIdentifier = id.storeIdentifier else { return nil }
+        let name = KeyedName(entity: ObjectIdentifier(id.entity), storeIdentifier: storeIdentifier)
+        if let found = keyed[name] {
+            lastKeyed = found
+            return found
+        }
+        guard creating else { return nil }
+        let made = Keyed(entity: id.entity, storeIdentifier: storeIdentifier)
+        keyed[name] = made
+        lastKeyed = made
+        return made
+    }
+
+    subscript(id: ManagedObjectID) -> Value? {
+        mutating get {
+            if let key = Self.key(of: id), let array = keyed(for: id, creating: false), key < array.entries.count, let value = array.entries[key] {
+                return value
+            }
+            return others.isEmpty ? nil : others[id]
+        }
+        _modify {
+            if let key = Self.key(of: id), let array = keyed(for: id, creating: true),
+               key < array.entries.count || key <= Self.growthLimit(array.entries.count) {
+                // Appending grows the array geometrically; reserving to a
+                // computed size on every growth would copy it each time.
+                while array.entries.count <= key { array.entries.append(nil) }
+                // An entry put in the dictionary while the array was short
+                // moves into its place now.
+                if !others.isEmpty, let moved = others.removeValue(forKey: id) {
+                    if array.entries[key] == nil { keyedCount += 1 }
+                    array.entries[key] = moved
+                }
+                let was = array.entries[key] != nil
+                defer { keyedCount += (array.entries[key] != nil ? 1 : 0) - (was ? 1 : 0) }
+                yield &array.entries[key]
+            } else {
+                yield &others[id]
+            }
+        }
+    }
+
+    /// The value for `id`, made by `make` and added when there is none;
+    /// `made` says which. One lookup either way.
+    mutating func value(for id: ManagedObjectID, orAdd make: () -> Value) -> (value: Value, made: Bool) {
+        var made = false
+        let value = Self.unwrap(&self[id]) {
+            made = true
+            return make()
+        }
+        return (value, made)
+    }
+
+    private static func unwrap(_ slot: inout Value?, _ make: () -> Value) -> Value {
+        if let value = slot { return value }
+        let value = make()
+        slot = value
+        return value
+    }
+
+    @discardableResult
+    mutating func removeValue(forKey id: ManagedObjectID) -> Value? {
+        guard let key = Self.key(of: id), let array = keyed(for: id, creating: false), key < array.entries.count,
+              let old = array.entries[key] else {
+            return others.isEmpty ? nil : others.removeValue(forKey: id)
+        }
+        array.entries[key] = nil
+        keyedCount -= 1
+        return old
+    }
+
+    /// Every value, in no particular order.
+    var values: [Value] {
+        var out: [Value] = []
+        out.reserveCapacity(count)
+        for array in keyed.values { for case let value? in array.entries { out.append(value) } }
+        out.append(contentsOf: others.values)
+        return out
+    }
+
+    /// Removes the entries `shouldRemove` picks, reading each in place (so
+    /// `isKnownUniquelyReferenced` sees the table's own reference), and
+    /// hands each removed value to `removed`.
+    mutating func removeAll(where shouldRemove: (inout Value) -> Bool, removed: (Value) -> Void = { _ in }) {
+        for array in keyed.values {
+            for i in array.entries.indices where array.entries[i] != nil {
+                if shouldRemove(&array.entries[i]!) {
+                    let value = array.entries[i]!
+                    array.entries[i] = nil
+                    keyedCount -= 1
+                    removed(value)
+                }
+            }
+        }
+        for id in Array(others.keys) where shouldRemove(&others[id]!) {
+            if let value = others.removeValue(forKey: id) { removed(value) }
+        }
+    }
+
+    mutating func removeAll() {
+        keyed = [:]
+        lastKeyed = nil
+        others = [:]
+        keyedCount = 0
+    }
+
+    /// Forgets every entry of a store (it left the coordinator).
+    mutating func removeAll(inStore storeIdentifier: String) {
+        for (name, array) in keyed where name.storeIdentifier == storeIdentifier {
+            keyedCount -= array.entries.reduce(0) { $0 + ($1 == nil ? 0 : 1) }
+            keyed[name] = nil
+        }
+        lastKeyed = nil
+        others = others.filter { $0.key.storeIdentifier != storeIdentifier }
+    }
+}
