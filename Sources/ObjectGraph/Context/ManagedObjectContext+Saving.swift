@@ -36,7 +36,7 @@ extension ManagedObjectContext {
         try runWillSaveHooks()
 
         // Step 6: stores and permanent IDs, not applied until the writes succeed.
-        let inserted = Array(insertedSet)
+        let inserted = insertedInOrder
         let insertedStores = try stores(for: inserted)
         // A failed save leaves temporary IDs as they were (MOC-SV-04).
         var idsApplied = false
@@ -177,7 +177,7 @@ extension ManagedObjectContext {
         isSaving = false
         // Three passes instead of a union of the sets: building a set of every
         // saved object retained and released each one again.
-        for object in committedInserted { object.didSave() }
+        for object in inserted.count == committedInserted.count ? inserted : Array(committedInserted) { object.didSave() }
         for object in committedUpdated where !committedInserted.contains(object) { object.didSave() }
         for object in committedDeleted where !committedInserted.contains(object) && !committedUpdated.contains(object) { object.didSave() }
         post(Self.didSaveNotification, inserted: committedInserted, updated: committedUpdated, deleted: committedDeleted,
@@ -207,7 +207,7 @@ extension ManagedObjectContext {
 
     private func validateForSave() throws {
         var errors: [Error] = []
-        for object in insertedSet { do { try object.validateForInsert() } catch { errors.append(error) } }
+        for object in insertedInOrder { do { try object.validateForInsert() } catch { errors.append(error) } }
         for object in updatedSet where !insertedSet.contains(object) { do { try object.validateForUpdate() } catch { errors.append(error) } }
         for object in deletedSet { do { try object.validateForDelete() } catch { errors.append(error) } }
         if let error = CoreDataError.combining(errors) { throw error }
@@ -220,7 +220,7 @@ extension ManagedObjectContext {
         // retained every changed object once more); later rounds visit what
         // the hooks changed.
         objectsChangedDuringWillSave = []
-        for object in insertedSet { object.willSave() }
+        for object in insertedInOrder { object.willSave() }
         for object in updatedSet where !insertedSet.contains(object) { object.willSave() }
         for object in deletedSet where !insertedSet.contains(object) && !updatedSet.contains(object) { object.willSave() }
         var round = objectsChangedDuringWillSave ?? []

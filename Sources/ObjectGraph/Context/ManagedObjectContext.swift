@@ -58,7 +58,28 @@ public final class ManagedObjectContext: NSLocking {
     /// Registry size that triggers the next sweep.
     @exclusivity(unchecked) var sweepThreshold = ManagedObjectContext.minimumSweepThreshold
     static let minimumSweepThreshold = 4_096
-    @exclusivity(unchecked) var insertedSet = Set<ManagedObject>() { didSet { hasChangesMayHaveChanged() } }
+    @exclusivity(unchecked) var insertedSet = Set<ManagedObject>() {
+        didSet {
+            if insertedSet.isEmpty && !insertionOrder.isEmpty { insertionOrder.removeAll() }
+            hasChangesMayHaveChanged()
+        }
+    }
+    /// The inserted objects in the order of insertion, for the save's passes
+    /// over them: objects made one after another sit one after another in
+    /// memory, so visiting them in that order (instead of the set's hash
+    /// order) lets the processor prefetch, and new keys follow the order of
+    /// first insertion since the last save.
+    /// Every successful insert into `insertedSet` appends here; removals do
+    /// not, so equal counts mean no removal happened (see `insertedInOrder`).
+    @exclusivity(unchecked) var insertionOrder: [ManagedObject] = []
+
+    /// `insertedSet` as an array in insertion order.
+    var insertedInOrder: [ManagedObject] {
+        if insertionOrder.count == insertedSet.count { return insertionOrder }
+        var seen = Set<ObjectIdentifier>()
+        insertionOrder = insertionOrder.filter { insertedSet.contains($0) && seen.insert(ObjectIdentifier($0)).inserted }
+        return insertionOrder.count == insertedSet.count ? insertionOrder : Array(insertedSet)
+    }
     @exclusivity(unchecked) var updatedSet = Set<ManagedObject>() { didSet { hasChangesMayHaveChanged() } }
     @exclusivity(unchecked) var deletedSet = Set<ManagedObject>() { didSet { hasChangesMayHaveChanged() } }
     @exclusivity(unchecked) private var lastReportedHasChanges = false
@@ -459,7 +480,7 @@ public final class ManagedObjectContext: NSLocking {
             object.unloadedToMany = []
             object.isFault = false
         }
-        insertedSet.insert(object)
+        if insertedSet.insert(object).inserted { insertionOrder.append(object) }
         pendingInserted.insert(object)
         recordUndo(.insert(object))
         if !object.hasAwokenFromInsert {
@@ -633,7 +654,7 @@ public final class ManagedObjectContext: NSLocking {
                     // It was an inserted object: put it back as inserted.
                     register(object)
                     object.wasForgotten = false
-                    insertedSet.insert(object)
+                    if insertedSet.insert(object).inserted { insertionOrder.append(object) }
                     pendingInserted.insert(object)
                     recordUndo(.insert(object))
                 } else {

@@ -42,6 +42,33 @@ final class NotificationRecorder {
         }
     }
 
+    @Test func keysFollowInsertionOrderAcrossDeletesAndReinserts() throws {
+        // Apple leaves the order of new primary keys unspecified; here a save
+        // hands them out in the order of first insertion since the last save,
+        // whatever was removed meanwhile.
+        let (_, context) = try Company.stack(type: PersistentStoreCoordinator.sqliteStoreType,
+                                             url: try TestPaths.temporaryDirectory().appendingPathComponent("Order.sqlite"))
+        try context.performAndWait {
+            let names = (0..<40).map { "D\($0)" }
+            var made: [String: DepartmentMO] = [:]
+            for name in names { made[name] = try Company.department(context, name) }
+            context.delete(made["D3"]!)        // an inserted object deleted leaves the context (MOC-MO-05)
+            context.delete(made["D7"]!)
+            context.processPendingChanges()
+            #expect(made["D7"]!.managedObjectContext == nil)
+            context.insert(made["D7"]!)         // and may be inserted again
+            #expect(context.insertedObjects.count == 39)
+            let extra = try Company.department(context, "D40")
+            try context.save()
+            let kept = names.filter { $0 != "D3" } + ["D40"]
+            let keys = kept.map { made[$0]?.objectID.primaryKey ?? extra.objectID.primaryKey! }
+            #expect(keys.allSatisfy { $0 != nil })
+            let byKey = kept.sorted { (made[$0] ?? extra).objectID.primaryKey! < (made[$1] ?? extra).objectID.primaryKey! }
+            // D7 went out and came back: it keeps the place of its first insertion since the last save.
+            #expect(byKey == names.filter { $0 != "D3" } + ["D40"])
+        }
+    }
+
     @Test func obtainPermanentIDsKeepsObjectInserted() throws {
         // MOC-MO-08, MOC-MO-09, MOC-MO-10
         let (_, context) = try Company.stack()
