@@ -96,7 +96,7 @@ extension ManagedObjectContext {
                 }
                 writtenUpdates = []
                 writtenUpdateSet = []
-                for object in updatedSet.union(lockedSet) where !deletedSet.contains(object) && !insertedSet.contains(object) {
+                for object in updatedInOrder + lockedSet.filter({ !updatedSet.contains($0) }) where !deletedSet.contains(object) && !insertedSet.contains(object) {
                     guard let store = object.objectID.persistentStore ?? persistentStoreCoordinator.store(withIdentifier: object.objectID.storeIdentifier) else { continue }
                     let changes = propertyChanges(of: object, finalID)
                     let toMany = toManyChanges(of: object, finalID, onlyChanged: true)
@@ -118,7 +118,7 @@ extension ManagedObjectContext {
                         changeSet.updated.append(ObjectChange(objectID: object.objectID, entityName: object.entity.name, changes: all))
                     }
                 }
-                for object in deletedSet {
+                for object in deletedInOrder {
                     guard let store = object.objectID.persistentStore ?? persistentStoreCoordinator.store(withIdentifier: object.objectID.storeIdentifier) else { continue }
                     edit(store) { $0.deleted.append((object.objectID, object.storeVersion)) }
                     changeSet.deleted.append(ObjectChange(objectID: object.objectID, entityName: object.entity.name,
@@ -164,7 +164,7 @@ extension ManagedObjectContext {
             object.storeVersion += 1
             commitValues(object)
         }
-        for object in updatedSet where !writtenUpdateSet.contains(object) { commitValues(object) }
+        for object in updatedInOrder where !writtenUpdateSet.contains(object) { commitValues(object) }
         let committedInserted = insertedSet, committedDeleted = deletedSet
         let committedUpdated = writtenUpdates.isEmpty ? updatedSet : updatedSet.union(writtenUpdates)
         for object in committedDeleted { unregister(object) }
@@ -208,8 +208,8 @@ extension ManagedObjectContext {
     private func validateForSave() throws {
         var errors: [Error] = []
         for object in insertedInOrder { do { try object.validateForInsert() } catch { errors.append(error) } }
-        for object in updatedSet where !insertedSet.contains(object) { do { try object.validateForUpdate() } catch { errors.append(error) } }
-        for object in deletedSet { do { try object.validateForDelete() } catch { errors.append(error) } }
+        for object in updatedInOrder where !insertedSet.contains(object) { do { try object.validateForUpdate() } catch { errors.append(error) } }
+        for object in deletedInOrder { do { try object.validateForDelete() } catch { errors.append(error) } }
         if let error = CoreDataError.combining(errors) { throw error }
     }
 
@@ -221,8 +221,8 @@ extension ManagedObjectContext {
         // the hooks changed.
         objectsChangedDuringWillSave = []
         for object in insertedInOrder { object.willSave() }
-        for object in updatedSet where !insertedSet.contains(object) { object.willSave() }
-        for object in deletedSet where !insertedSet.contains(object) && !updatedSet.contains(object) { object.willSave() }
+        for object in updatedInOrder where !insertedSet.contains(object) { object.willSave() }
+        for object in deletedInOrder where !insertedSet.contains(object) && !updatedSet.contains(object) { object.willSave() }
         var round = objectsChangedDuringWillSave ?? []
         objectsChangedDuringWillSave = nil
         var rounds = 1

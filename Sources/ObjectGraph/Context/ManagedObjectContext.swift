@@ -60,28 +60,29 @@ public final class ManagedObjectContext: NSLocking {
     static let minimumSweepThreshold = 4_096
     @exclusivity(unchecked) var insertedSet = Set<ManagedObject>() {
         didSet {
-            if insertedSet.isEmpty && !insertionOrder.isEmpty { insertionOrder.removeAll() }
+            if insertedSet.isEmpty { insertionOrder.clear() }
             hasChangesMayHaveChanged()
         }
     }
-    /// The inserted objects in the order of insertion, for the save's passes
-    /// over them: objects made one after another sit one after another in
-    /// memory, so visiting them in that order (instead of the set's hash
-    /// order) lets the processor prefetch, and new keys follow the order of
-    /// first insertion since the last save.
-    /// Every successful insert into `insertedSet` appends here; removals do
-    /// not, so equal counts mean no removal happened (see `insertedInOrder`).
-    @exclusivity(unchecked) var insertionOrder: [ManagedObject] = []
-
-    /// `insertedSet` as an array in insertion order.
-    var insertedInOrder: [ManagedObject] {
-        if insertionOrder.count == insertedSet.count { return insertionOrder }
-        var seen = Set<ObjectIdentifier>()
-        insertionOrder = insertionOrder.filter { insertedSet.contains($0) && seen.insert(ObjectIdentifier($0)).inserted }
-        return insertionOrder.count == insertedSet.count ? insertionOrder : Array(insertedSet)
+    @exclusivity(unchecked) var updatedSet = Set<ManagedObject>() {
+        didSet {
+            if updatedSet.isEmpty { updateOrder.clear() }
+            hasChangesMayHaveChanged()
+        }
     }
-    @exclusivity(unchecked) var updatedSet = Set<ManagedObject>() { didSet { hasChangesMayHaveChanged() } }
-    @exclusivity(unchecked) var deletedSet = Set<ManagedObject>() { didSet { hasChangesMayHaveChanged() } }
+    @exclusivity(unchecked) var deletedSet = Set<ManagedObject>() {
+        didSet {
+            if deletedSet.isEmpty { deletionOrder.clear() }
+            hasChangesMayHaveChanged()
+        }
+    }
+    /// The change sets' members in the order they joined (see `ChangeOrder`).
+    @exclusivity(unchecked) var insertionOrder = ChangeOrder()
+    @exclusivity(unchecked) var updateOrder = ChangeOrder()
+    @exclusivity(unchecked) var deletionOrder = ChangeOrder()
+    var insertedInOrder: [ManagedObject] { insertionOrder.ordered(insertedSet) }
+    var updatedInOrder: [ManagedObject] { updateOrder.ordered(updatedSet) }
+    var deletedInOrder: [ManagedObject] { deletionOrder.ordered(deletedSet) }
     @exclusivity(unchecked) private var lastReportedHasChanges = false
     @exclusivity(unchecked) private var hasChangesObservers: [Int: (Bool) -> Void] = [:]
     @exclusivity(unchecked) private var nextHasChangesObserver = 0
@@ -480,7 +481,7 @@ public final class ManagedObjectContext: NSLocking {
             object.unloadedToMany = []
             object.isFault = false
         }
-        if insertedSet.insert(object).inserted { insertionOrder.append(object) }
+        if insertedSet.insert(object).inserted { insertionOrder.note(object) }
         pendingInserted.insert(object)
         recordUndo(.insert(object))
         if !object.hasAwokenFromInsert {
@@ -502,7 +503,7 @@ public final class ManagedObjectContext: NSLocking {
             insertedSet.remove(object)
             pendingInserted.remove(object)
         } else {
-            deletedSet.insert(object)
+            if deletedSet.insert(object).inserted { deletionOrder.note(object) }
             updatedSet.remove(object)
             pendingDeleted.insert(object)
         }
@@ -555,7 +556,7 @@ public final class ManagedObjectContext: NSLocking {
         // An inserted object is reported as inserted, never as updated, so
         // it need not join the update sets (one hash insert per setValue).
         if !insertedSet.contains(object) {
-            if !deletedSet.contains(object) { updatedSet.insert(object) }
+            if !deletedSet.contains(object), updatedSet.insert(object).inserted { updateOrder.note(object) }
             pendingUpdated.insert(object)
         }
         objectsChangedDuringWillSave?.insert(object)
@@ -654,12 +655,12 @@ public final class ManagedObjectContext: NSLocking {
                     // It was an inserted object: put it back as inserted.
                     register(object)
                     object.wasForgotten = false
-                    if insertedSet.insert(object).inserted { insertionOrder.append(object) }
+                    if insertedSet.insert(object).inserted { insertionOrder.note(object) }
                     pendingInserted.insert(object)
                     recordUndo(.insert(object))
                 } else {
                     deletedSet.remove(object)
-                    if !object.changedValues().isEmpty { updatedSet.insert(object) }
+                    if !object.changedValues().isEmpty, updatedSet.insert(object).inserted { updateOrder.note(object) }
                     pendingUpdated.insert(object)
                     recordUndo(.insert(object))
                 }
