@@ -29,6 +29,38 @@ struct ObjectIDTable<Value> {
         /// Unchecked: a dynamic exclusivity check per access of a class's
         /// stored property was a tenth of a lookup.
         @exclusivity(unchecked) var entries: [Value?] = []
+        /// The key of `entries[0]`: a table whose first key is high (a
+        /// context fetching rows added long after the first) starts there.
+        @exclusivity(unchecked) var base = 0
+
+        /// The index of `key` when it is inside the array.
+        @inline(__always)
+        func index(_ key: Int) -> Int? {
+            let i = key &- base
+            return i >= 0 && i < entries.count ? i : nil
+        }
+
+        /// Makes room for `key` and returns its index, or nil when that
+        /// would grow the array past `limit` entries.
+        func makeRoom(for key: Int, limit: Int) -> Int? {
+            if entries.isEmpty { base = key }
+            let i = key - base
+            if i >= entries.count {
+                guard i < limit else { return nil }
+                // Appending grows the array geometrically; reserving to a
+                // computed size on every growth would copy it each time.
+                while entries.count <= i { entries.append(nil) }
+                return i
+            }
+            if i >= 0 { return i }
+            // Below the start: move the start down with headroom, so keys
+            // arriving in descending order do not shift the array each time.
+            let newBase = Swift.max(1, key - Swift.max(1_024, entries.count / 2))
+            guard entries.count + (base - newBase) <= limit else { return nil }
+            entries.insert(contentsOf: repeatElement(nil, count: base - newBase), at: 0)
+            base = newBase
+            return key - base
+        }
 
         init(entity: EntityDescription, storeIdentifier: String) {
             self.entity = entity
@@ -59,6 +91,8 @@ struct ObjectIDTable<Value> {
     private var keyedCount = 0
     /// The number of entries.
     var count: Int { keyedCount + others.count }
+    /// How many of them are in the per-entity arrays (tests).
+    var countInArrays: Int { keyedCount }
     var isEmpty: Bool { count == 0 }
 
     /// How far past an array's end a key may grow it (beyond that the entry
@@ -88,26 +122,23 @@ struct ObjectIDTable<Value> {
 
     subscript(id: ManagedObjectID) -> Value? {
         mutating get {
-            if let key = Self.key(of: id), let array = keyed(for: id, creating: false), key < array.entries.count, let value = array.entries[key] {
+            if let key = Self.key(of: id), let array = keyed(for: id, creating: false), let i = array.index(key), let value = array.entries[i] {
                 return value
             }
             return others.isEmpty ? nil : others[id]
         }
         _modify {
             if let key = Self.key(of: id), let array = keyed(for: id, creating: true),
-               key < array.entries.count || key <= Self.growthLimit(array.entries.count) {
-                // Appending grows the array geometrically; reserving to a
-                // computed size on every growth would copy it each time.
-                while array.entries.count <= key { array.entries.append(nil) }
+               let i = array.index(key) ?? array.makeRoom(for: key, limit: Self.growthLimit(array.entries.count)) {
                 // An entry put in the dictionary while the array was short
                 // moves into its place now.
                 if !others.isEmpty, let moved = others.removeValue(forKey: id) {
-                    if array.entries[key] == nil { keyedCount += 1 }
-                    array.entries[key] = moved
+                    if array.entries[i] == nil { keyedCount += 1 }
+                    array.entries[i] = moved
                 }
-                let was = array.entries[key] != nil
-                defer { keyedCount += (array.entries[key] != nil ? 1 : 0) - (was ? 1 : 0) }
-                yield &array.entries[key]
+                let was = array.entries[i] != nil
+                defer { keyedCount += (array.entries[i] != nil ? 1 : 0) - (was ? 1 : 0) }
+                yield &array.entries[i]
             } else {
                 yield &others[id]
             }
@@ -134,11 +165,11 @@ struct ObjectIDTable<Value> {
 
     @discardableResult
     mutating func removeValue(forKey id: ManagedObjectID) -> Value? {
-        guard let key = Self.key(of: id), let array = keyed(for: id, creating: false), key < array.entries.count,
-              let old = array.entries[key] else {
+        guard let key = Self.key(of: id), let array = keyed(for: id, creating: false), let i = array.index(key),
+              let old = array.entries[i] else {
             return others.isEmpty ? nil : others.removeValue(forKey: id)
         }
-        array.entries[key] = nil
+        array.entries[i] = nil
         keyedCount -= 1
         return old
     }

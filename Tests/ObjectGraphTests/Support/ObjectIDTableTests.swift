@@ -72,6 +72,19 @@ import Testing
         #expect(cache.count == 2)
     }
 
+    @Test func keysStartingHighOrArrivingInDescendingOrderStayInTheArrays() {
+        var table = ObjectIDTable<Int64>()
+        for key in Int64(100_001)...100_100 { table[Self.id(key)] = key }
+        #expect(table.countInArrays == 100)
+        for key in stride(from: Int64(100_000), through: 90_000, by: -1) { table[Self.id(key)] = key }
+        #expect(table.countInArrays == 10_101)
+        table[Self.id(1)] = 1   // far below: the dictionary
+        #expect(table.countInArrays == 10_101 && table.count == 10_102)
+        for key in [Int64(1), 90_000, 95_555, 100_100] { #expect(table[Self.id(key)] == key) }
+        #expect(table[Self.id(89_999)] == nil && table[Self.id(100_101)] == nil)
+        #expect(table.removeValue(forKey: Self.id(95_555)) == 95_555 && table.count == 10_101)
+    }
+
     @Test func findOrAddMakesOnceAndRemoveAllWhereSeesEntriesInPlace() {
         final class Box { let n: Int64; init(_ n: Int64) { self.n = n } }
         var table = ObjectIDTable<Box>()
