@@ -64,9 +64,8 @@ public final class ManagedObjectID: Hashable, CustomStringConvertible, @unchecke
         temporaryCounter &+= 1
         let n = temporaryCounter
         temporaryLock.unlock()
-        let p = temporaryPrefix
         // Version 4 / variant 1 bits set so the value is a well-formed UUID.
-        let hi = (p & 0xFFFF_FFFF_FFFF_0FFF) | 0x0000_0000_0000_4000
+        let hi = temporaryHigh
         let lo = (n & 0x3FFF_FFFF_FFFF_FFFF) | 0x8000_0000_0000_0000
         func b(_ v: UInt64, _ i: Int) -> UInt8 { UInt8(truncatingIfNeeded: v >> (56 - 8 * i)) }
         return UUID(uuid: (b(hi, 0), b(hi, 1), b(hi, 2), b(hi, 3), b(hi, 4), b(hi, 5), b(hi, 6), b(hi, 7),
@@ -74,6 +73,22 @@ public final class ManagedObjectID: Hashable, CustomStringConvertible, @unchecke
     }
 
     public var entityName: String { entity.name }
+
+    /// The sequence number of a temporary ID this process made (nil for
+    /// any other ID): uniquing tables file inserted objects by it, as they
+    /// file stored ones by primary key.
+    var temporaryNumber: Int? {
+        guard case .temporary(let uuid) = referenceObject else { return nil }
+        let u = uuid.uuid
+        let hi = UInt64(u.0) << 56 | UInt64(u.1) << 48 | UInt64(u.2) << 40 | UInt64(u.3) << 32 | UInt64(u.4) << 24 | UInt64(u.5) << 16 | UInt64(u.6) << 8 | UInt64(u.7)
+        guard hi == Self.temporaryHigh else { return nil }
+        let lo = UInt64(u.8) << 56 | UInt64(u.9) << 48 | UInt64(u.10) << 40 | UInt64(u.11) << 32 | UInt64(u.12) << 24 | UInt64(u.13) << 16 | UInt64(u.14) << 8 | UInt64(u.15)
+        let number = lo & 0x3FFF_FFFF_FFFF_FFFF
+        return number < UInt64(Int32.max) ? Int(number) : nil
+    }
+
+    /// The high half of every temporary UUID this process makes.
+    private static let temporaryHigh = (temporaryPrefix & 0xFFFF_FFFF_FFFF_0FFF) | 0x0000_0000_0000_4000
 
     /// True until a store assigns a primary key (MOID-03).
     public var isTemporaryID: Bool {

@@ -5,13 +5,15 @@ import Foundation
 /// coordinator's row cache.
 ///
 /// IDs with a store-assigned primary key live in one array per entity and
-/// store, indexed by the key. Stores hand out keys densely (SQLite's `Z_PK`
-/// counts up from 1), so a fetch or a save over consecutive keys touches
-/// consecutive entries: a hash table put each of them in a random bucket
-/// and compared IDs field by field, and at 100,000 objects those cache
-/// misses were a third of a fetch. Keys far past an array's end (a sparse
-/// store), temporary IDs and IDs without a store go to a dictionary.
-/// Whichever part holds an entry, an equal ID finds it.
+/// store, indexed by the key; temporary IDs this process made, in one array
+/// per entity indexed by their sequence number. Stores hand out keys densely
+/// (SQLite's `Z_PK` counts up from 1) and temporary IDs are numbered in
+/// order, so a fetch, an insert or a save over consecutive objects touches
+/// consecutive entries: a hash table put each of them in a random bucket and
+/// compared IDs field by field, and at 100,000 objects those cache misses
+/// were a third of a fetch. Keys far past an array's end (a sparse store)
+/// and other temporary IDs go to a dictionary. Whichever part holds an
+/// entry, an equal ID finds it (entities match by name, as IDs do).
 ///
 /// ```swift
 /// var table = ObjectIDTable<String>()
@@ -67,8 +69,12 @@ struct ObjectIDTable<Value> {
             self.storeIdentifier = storeIdentifier
         }
 
+        /// IDs are equal across model copies by entity name (see
+        /// `ManagedObjectID.==`), so an array is found by name too.
         func holds(_ id: ManagedObjectID) -> Bool {
-            guard entity === id.entity, let other = id.storeIdentifier, other == storeIdentifier else { return false }
+            guard entity === id.entity || entity.name == id.entity.name else { return false }
+            let other = id.storeIdentifier ?? ObjectIDTable.temporaryStore
+            guard other == storeIdentifier else { return false }
             // Equal text in another string's storage (the store's metadata
             // was read again) compares byte by byte; sharing the newest
             // storage makes the next comparison a pointer check.
@@ -77,12 +83,11 @@ struct ObjectIDTable<Value> {
         }
     }
 
-    private struct KeyedName: Hashable {
-        let entity: ObjectIdentifier
-        let storeIdentifier: String
-    }
+    /// The store name under which this process's temporary IDs are filed
+    /// by their sequence number (no store identifier is empty).
+    fileprivate static var temporaryStore: String { "" }
 
-    private var keyed: [KeyedName: Keyed] = [:]
+    private var keyed: [Keyed] = []
     /// The array the last access used: consecutive accesses are nearly
     /// always to one entity of one store.
     private var lastKeyed: Keyed?
@@ -100,22 +105,27 @@ struct ObjectIDTable<Value> {
     /// letting one huge key allocate a huge array.
     private static func growthLimit(_ count: Int) -> Int { count + max(4_096, count) }
 
+    /// Where an ID is filed in the arrays: its primary key, or the sequence
+    /// number of a temporary ID this process made (filed under the store
+    /// name `temporaryStore`); nil for the dictionary.
     private static func key(of id: ManagedObjectID) -> Int? {
-        if case .primaryKey(let key) = id.referenceObject, key > 0, key < Int64(Int32.max), id.storeIdentifier != nil { return Int(key) }
-        return nil
+        switch id.referenceObject {
+        case .primaryKey(let key): return key > 0 && key < Int64(Int32.max) && id.storeIdentifier != nil ? Int(key) : nil
+        case .temporary: return id.temporaryNumber
+        }
     }
 
     private mutating func keyed(for id: ManagedObjectID, creating: Bool) -> Keyed? {
         if let last = lastKeyed, last.holds(id) { return last }
-        guard let storeIdentifier = id.storeIdentifier else { return nil }
-        let name = KeyedName(entity: ObjectIdentifier(id.entity), storeIdentifier: storeIdentifier)
-        if let found = keyed[name] {
+        // A few arrays (entities times stores): a scan by identity, then by name.
+        let found = keyed.first { $0.entity === id.entity && $0.holds(id) } ?? keyed.first { $0.holds(id) }
+        if let found {
             lastKeyed = found
             return found
         }
         guard creating else { return nil }
-        let made = Keyed(entity: id.entity, storeIdentifier: storeIdentifier)
-        keyed[name] = made
+        let made = Keyed(entity: id.entity, storeIdentifier: id.storeIdentifier ?? Self.temporaryStore)
+        keyed.append(made)
         lastKeyed = made
         return made
     }
@@ -178,7 +188,7 @@ struct ObjectIDTable<Value> {
     var values: [Value] {
         var out: [Value] = []
         out.reserveCapacity(count)
-        for array in keyed.values { for case let value? in array.entries { out.append(value) } }
+        for array in keyed { for case let value? in array.entries { out.append(value) } }
         out.append(contentsOf: others.values)
         return out
     }
@@ -187,7 +197,7 @@ struct ObjectIDTable<Value> {
     /// `isKnownUniquelyReferenced` sees the table's own reference), and
     /// hands each removed value to `removed`.
     mutating func removeAll(where shouldRemove: (inout Value) -> Bool, removed: (Value) -> Void = { _ in }) {
-        for array in keyed.values {
+        for array in keyed {
             for i in array.entries.indices where array.entries[i] != nil {
                 if shouldRemove(&array.entries[i]!) {
                     let value = array.entries[i]!
@@ -203,7 +213,7 @@ struct ObjectIDTable<Value> {
     }
 
     mutating func removeAll() {
-        keyed = [:]
+        keyed = []
         lastKeyed = nil
         others = [:]
         keyedCount = 0
@@ -211,10 +221,10 @@ struct ObjectIDTable<Value> {
 
     /// Forgets every entry of a store (it left the coordinator).
     mutating func removeAll(inStore storeIdentifier: String) {
-        for (name, array) in keyed where name.storeIdentifier == storeIdentifier {
+        for array in keyed where array.storeIdentifier == storeIdentifier {
             keyedCount -= array.entries.reduce(0) { $0 + ($1 == nil ? 0 : 1) }
-            keyed[name] = nil
         }
+        keyed.removeAll { $0.storeIdentifier == storeIdentifier }
         lastKeyed = nil
         others = others.filter { $0.key.storeIdentifier != storeIdentifier }
     }

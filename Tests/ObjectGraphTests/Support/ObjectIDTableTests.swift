@@ -85,6 +85,33 @@ import Testing
         #expect(table.removeValue(forKey: Self.id(95_555)) == 95_555 && table.count == 10_101)
     }
 
+    @Test func temporaryIDsAreFiledByNumberPerEntity() {
+        var table = ObjectIDTable<Int>()
+        // Interleaved entities: each gets its own array, numbers have gaps.
+        let departments = (0..<50).map { _ in ManagedObjectID(temporaryFor: Self.department) }
+        let employees = (0..<50).map { _ in ManagedObjectID(temporaryFor: Self.employee) }
+        for (i, id) in departments.enumerated() { table[id] = i }
+        for (i, id) in employees.enumerated() { table[id] = 100 + i }
+        #expect(table.countInArrays == 100 && table.count == 100)
+        for (i, id) in departments.enumerated() { #expect(table[id] == i) }
+        for (i, id) in employees.enumerated() { #expect(table[id] == 100 + i) }
+        #expect(table[ManagedObjectID(temporaryFor: Self.department)] == nil)
+        #expect(table.removeValue(forKey: departments[3]) == 3 && table[departments[3]] == nil && table.count == 99)
+    }
+
+    @Test func anIDOfAModelCopyFindsTheEntryByEntityName() {
+        // MOID-02: IDs of the same record are equal across model instances (same entity name)
+        var table = ObjectIDTable<Int>()
+        let copy = ReferenceModel.make()
+        let copiedDepartment = copy.entitiesByName["Department"]!
+        table[Self.id(7)] = 7
+        let twin = ManagedObjectID(entity: copiedDepartment, storeIdentifier: "S1", primaryKey: 7)
+        #expect(twin == Self.id(7))
+        #expect(table[twin] == 7)
+        table[twin] = 8
+        #expect(table[Self.id(7)] == 8 && table.count == 1)
+    }
+
     @Test func findOrAddMakesOnceAndRemoveAllWhereSeesEntriesInPlace() {
         final class Box { let n: Int64; init(_ n: Int64) { self.n = n } }
         var table = ObjectIDTable<Box>()
