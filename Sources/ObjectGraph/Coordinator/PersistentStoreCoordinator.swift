@@ -346,7 +346,7 @@ public final class PersistentStoreCoordinator: NSLocking {
     func snapshot(for id: ManagedObjectID, staleness: TimeInterval) throws -> StoreSnapshot? {
         // One lookup, no arrays: every fault that fires comes through here.
         try locked {
-            if let hit = rowCache[id], isFresh(hit.time, staleness) { return hit.snapshot }
+            if let hit = cachedSnapshot(for: id, staleness: staleness) { return hit }
             guard let store = id.persistentStore ?? store(withIdentifier: id.storeIdentifier) else { return nil }
             let found = try store.snapshots(for: [id])[id]
             rowCache[id] = found.map { ($0, now()) }
@@ -361,7 +361,7 @@ public final class PersistentStoreCoordinator: NSLocking {
     /// members' faults fire from the cache. Nil when the row is gone.
     func snapshot(for id: ManagedObjectID, staleness: TimeInterval, batchingWith ids: [ManagedObjectID], from start: Int, limit: Int) throws -> StoreSnapshot? {
         try locked {
-            if let hit = rowCache[id], isFresh(hit.time, staleness) { return hit.snapshot }
+            if let hit = cachedSnapshot(for: id, staleness: staleness) { return hit }
             var wanted: [ManagedObjectID] = [id]
             var i = ids.isEmpty ? 0 : min(max(0, start), ids.count - 1)
             var scanned = 0
@@ -381,6 +381,16 @@ public final class PersistentStoreCoordinator: NSLocking {
                 return nil
             }
             return own
+        }
+    }
+
+    /// The cached row of `id` when fresh enough, as a snapshot under `id`
+    /// itself: only the row's values are retained, not the cached snapshot's
+    /// own ID object, which was one more cache miss per fault that fired.
+    private func cachedSnapshot(for id: ManagedObjectID, staleness: TimeInterval) -> StoreSnapshot? {
+        rowCache.read(id) { entry in
+            guard let time = entry?.time, isFresh(time, staleness), let version = entry?.snapshot.version, let slots = entry?.snapshot.slots else { return nil }
+            return StoreSnapshot(objectID: id, version: version, slots: slots)
         }
     }
 

@@ -155,6 +155,18 @@ struct ObjectIDTable<Value> {
         }
     }
 
+    /// Hands `body` the entry for `id` in place, so it can read part of a
+    /// value without copying (and retaining) all of it; `body` must not
+    /// change the entry.
+    mutating func read<R>(_ id: ManagedObjectID, _ body: (inout Value?) -> R) -> R {
+        if let key = Self.key(of: id), let array = keyed(for: id, creating: false), let i = array.index(key), array.entries[i] != nil {
+            return body(&array.entries[i])
+        }
+        if !others.isEmpty, others[id] != nil { return body(&others[id]) }
+        var none: Value?
+        return body(&none)
+    }
+
     /// The value for `id`, made by `make` and added when there is none;
     /// `made` says which. One lookup either way.
     mutating func value(for id: ManagedObjectID, orAdd make: () -> Value) -> (value: Value, made: Bool) {

@@ -133,6 +133,11 @@ import Testing
         #expect(table.removeValue(forKey: Self.id(2)) === held[0])
         #expect(table.removeValue(forKey: Self.id(2)) == nil)
         #expect(table.count == 1 && !table.isEmpty)
+        // `read` hands the entry over in place: the table's is the only reference.
+        #expect(table.read(Self.id(9_000_000)) { isKnownUniquelyReferenced(&$0!) } == false)   // `held` has one too
+        table[Self.id(5)] = Box(5)
+        #expect(table.read(Self.id(5)) { isKnownUniquelyReferenced(&$0!) })
+        #expect(table.read(Self.id(6)) { $0 == nil })
         table.removeAll()
         #expect(table.isEmpty && table[Self.id(9_000_000)] == nil)
     }
