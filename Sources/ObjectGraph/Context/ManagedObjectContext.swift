@@ -345,9 +345,6 @@ public final class ManagedObjectContext: NSLocking {
     }
 
     func unregister(_ object: ManagedObject) {
-        // A let-go object keeps the destinations it had (loaded to-ones
-        // included): it can no longer look them up afterwards.
-        if object.toOnesPending != 0 && object.belongs(to: self) { object.resolveToOnes() }
         if registry[object.objectID] === object { registry[object.objectID] = nil }
         mergeRetained.remove(object)
         assignedStores[ObjectIdentifier(object)] = nil
