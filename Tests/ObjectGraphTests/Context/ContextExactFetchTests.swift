@@ -30,6 +30,45 @@ import Testing
         return request
     }
 
+    @Test func aFetchRenewsCachedRowsAndReplacesChangedOnes() throws {
+        // MOC-ST-02: a row read again by a fetch is fresh again, also for
+        // objects already loaded; a row another writer changed replaces the
+        // cached one (MOC-FE-07: realized objects keep their values until refreshed).
+        let (context, other, directory) = try Self.twoCoordinators()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let coordinator = context.persistentStoreCoordinator
+        let store = try #require(coordinator.persistentStores.first as? SQLiteStore)
+        var clock = Date(timeIntervalSince1970: 0)
+        coordinator.now = { clock }
+        let all = FetchRequest(entityName: "Item")
+        all.returnsObjectsAsFaults = false
+        all.sortDescriptors = [FetchSortDescriptor(key: "name", ascending: true)]
+        try context.performAndWait {
+            context.reset()
+            let items = try context.fetch(all)          // cached at time 0
+            clock = Date(timeIntervalSince1970: 100)
+            #expect(try context.fetch(all) == items)   // loaded already; the rows are cached again, dated 100
+            clock = Date(timeIntervalSince1970: 150)
+            context.stalenessInterval = 60
+            context.refresh(items[0], mergeChanges: false)
+            let before = store.executedStatementCount
+            #expect(try items[0].value(forKey: "name") as? String == "a")
+            #expect(store.executedStatementCount == before, "a row fetched 50 s ago is fresh under 60 s staleness")
+        }
+        try other.performAndWait {
+            let a = try #require(try other.fetch(Self.items(named: "a")).first)
+            try a.setValue("a2", forKey: "name")
+            try other.save()
+        }
+        try context.performAndWait {
+            context.stalenessInterval = -1
+            let items = try context.fetch(all)          // "a2" is a new version of the first row
+            #expect(try items.map { try $0.value(forKey: "name") as? String } == ["a", "b", "c"])   // MOC-FE-07: realized objects keep their values
+            context.refresh(items[0], mergeChanges: false)
+            #expect(try items[0].value(forKey: "name") as? String == "a2")   // from the replaced cached row
+        }
+    }
+
     @Test func pendingChangesOffMatchesTheStoredValues() throws {
         // FR-13 (NO: only objects that match in the persistent store), MOC-FE-05 (YES: in-memory values)
         let (context, _, directory) = try Self.twoCoordinators()
