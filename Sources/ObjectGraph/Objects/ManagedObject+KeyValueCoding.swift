@@ -66,7 +66,9 @@ extension ManagedObject {
             }
             return try setValue(value, forUndefinedKey: key)
         }
-        if property.isReadOnly || property is FetchedPropertyDescription {
+        // A property with a slot is an attribute or relationship, never a
+        // fetched property: no type check per call for those.
+        if property.isReadOnly || (slot == nil && property is FetchedPropertyDescription) {
             throw CoreDataError(.managedObjectValidation, "The property '\(key)' of entity \(entity.name) is read-only", userInfo: [CoreDataError.validationKeyErrorKey: key])
         }
         try ensureUsable()

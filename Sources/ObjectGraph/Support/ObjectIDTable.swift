@@ -27,7 +27,7 @@ struct ObjectIDTable<Value> {
     /// place without copying the array.
     private final class Keyed {
         let entity: EntityDescription
-        @exclusivity(unchecked) var storeIdentifier: String
+        let storeIdentifier: String
         /// Unchecked: a dynamic exclusivity check per access of a class's
         /// stored property was a tenth of a lookup.
         @exclusivity(unchecked) var entries: [Value?] = []
@@ -73,13 +73,9 @@ struct ObjectIDTable<Value> {
         /// `ManagedObjectID.==`), so an array is found by name too.
         func holds(_ id: ManagedObjectID) -> Bool {
             guard entity === id.entity || entity.name == id.entity.name else { return false }
-            let other = id.storeIdentifier ?? ObjectIDTable.temporaryStore
-            guard other == storeIdentifier else { return false }
-            // Equal text in another string's storage (the store's metadata
-            // was read again) compares byte by byte; sharing the newest
-            // storage makes the next comparison a pointer check.
-            storeIdentifier = other
-            return true
+            // A store's IDs share its one identifier string
+            // (`PersistentStore.identifier`), so this is a pointer check.
+            return (id.storeIdentifier ?? ObjectIDTable.temporaryStore) == storeIdentifier
         }
     }
 
