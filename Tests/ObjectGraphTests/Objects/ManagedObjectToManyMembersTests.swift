@@ -8,19 +8,6 @@ import Testing
 /// inverses must stay exactly what a plain set of members says (TM-01,
 /// TM-02, REL-05).
 @Suite struct ManagedObjectToManyMembersTests {
-    /// SplitMix64: deterministic (the test must not depend on the run),
-    /// all 64 bits random, as `RandomNumberGenerator` requires.
-    struct SeededGenerator: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     static func context() throws -> ManagedObjectContext {
         let coordinator = try PersistentStoreCoordinator(managedObjectModel: ContextFaultGroupTests.model())
         try coordinator.addPersistentStore(ofType: PersistentStoreCoordinator.inMemoryStoreType, at: nil)
@@ -42,7 +29,7 @@ import Testing
                 return item
             }
             var expected = Set<ObjectIdentifier>()
-            var random = SeededGenerator(state: 42)
+            var random = SplitMix64(seed: 42)   // deterministic: the test must not depend on the run
             for step in 0..<4_000 {
                 let item = items[Int.random(in: 0..<items.count, using: &random)]
                 let set = try group.mutableSetValue(forKey: "items")
