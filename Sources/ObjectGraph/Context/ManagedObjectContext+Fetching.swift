@@ -74,7 +74,7 @@ extension ManagedObjectContext {
         // and filtering, sorting and cutting it again in memory only cost time.
         let overlaysChanges = request.includesPendingChanges && (!insertedSet.isEmpty || !updatedSet.isEmpty || !deletedSet.isEmpty)
         if !overlaysChanges {
-            // Likely the store's answer is the result: each row becomes its
+            // When the store's answer is the result, each row becomes its
             // object as the store reads it, while the row is in the
             // processor's cache (a pass over the finished rows met each one
             // cold again). `awakeFromFetch` waits until the store is done, so
@@ -107,8 +107,8 @@ extension ManagedObjectContext {
                 if prefetching { try prefetchRelationships(request, made) }
                 return made
             }
-            // The store could not apply everything: the objects are made
-            // (and loaded), and are filtered and sorted in memory below.
+            // The store could not apply everything: no object was made yet,
+            // and rows that do not match are filtered before any is.
             return try finishInMemory(request, entity: entity, snapshots: fetched.snapshots, prefetching: prefetching)
         }
         let fetched = try persistentStoreCoordinator.fetchSnapshots(for: entity, request: request, storeAppliesWindow: false)

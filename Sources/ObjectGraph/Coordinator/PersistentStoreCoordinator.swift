@@ -271,7 +271,9 @@ public final class PersistentStoreCoordinator: NSLocking {
     /// and limit too, and `isExact` says whether it applied everything
     /// (predicate, sort, offset, limit); otherwise every store is asked for
     /// all matching rows and the caller finishes in memory (`isExact` false).
-    /// `each` sees every row as it is read, once it is cached.
+    /// `each` sees every row as it is read, once it is cached, when the
+    /// answer will be exact (one store that applies the whole request); an
+    /// answer the caller finishes in memory goes only to the result.
     func fetchSnapshots(for entity: EntityDescription, request: FetchRequest, storeAppliesWindow: Bool = false,
                         each: (StoreSnapshot) throws -> Void = { _ in }) throws -> StoreFetchResult {
         try locked {
@@ -290,11 +292,11 @@ public final class PersistentStoreCoordinator: NSLocking {
                 // A store that labels its IDs (SQLite does) labels them all:
                 // checking the first spares a load per row.
                 var labelled: Bool?
-                let result = try store.fetchSnapshots(storeRequest) { snapshot in
+                let result = try store.fetchSnapshots(storeRequest) { snapshot, isExact in
                     if labelled == nil { labelled = snapshot.objectID.persistentStore === store }
                     if labelled == false && snapshot.objectID.persistentStore !== store { snapshot.objectID.persistentStore = store }
                     rowCache[snapshot.objectID] = (snapshot, time)
-                    try each(snapshot)
+                    if single && isExact { try each(snapshot) }
                 }
                 exact = exact && result.isExact
                 if stores.count == 1 {

@@ -121,18 +121,20 @@ open class PersistentStore {
     }
 
     /// `fetchSnapshots(_:)` that also hands each row to `each` as soon as
-    /// it is read. The coordinator caches a row and the context makes its
-    /// object there, while the row is still in the processor's cache; over
-    /// the finished array each pass met cold memory again. By default the
-    /// rows go to `each` after the fetch; a store that reads rows one at a
-    /// time overrides it.
+    /// it is read, with the answer's `isExact` (a store knows it before
+    /// reading: it is whether it could translate the whole request). The
+    /// coordinator caches a row and the context makes its object there,
+    /// while the row is still in the processor's cache; over the finished
+    /// array each pass met cold memory again. By default the rows go to
+    /// `each` after the fetch; a store that reads rows one at a time
+    /// overrides it.
     ///
     /// ```swift
-    /// let result = try store.fetchSnapshots(request) { row in cache(row) }
+    /// let result = try store.fetchSnapshots(request) { row, isExact in cache(row) }
     /// ```
-    open func fetchSnapshots(_ request: FetchRequest, each: (StoreSnapshot) throws -> Void) throws -> StoreFetchResult {
+    open func fetchSnapshots(_ request: FetchRequest, each: (StoreSnapshot, _ isExact: Bool) throws -> Void) throws -> StoreFetchResult {
         let result = try fetchSnapshots(request)
-        for snapshot in result.snapshots { try each(snapshot) }
+        for snapshot in result.snapshots { try each(snapshot, result.isExact) }
         return result
     }
 

@@ -147,7 +147,7 @@ final class AwakeProbeMO: ManagedObject {
         let probe = EntityDescription(name: "AwakeProbe")
         probe.managedObjectClassName = "AwakeProbe"
         let partner = RelationshipDescription(name: "partner", destination: probe)
-        probe.properties = [AttributeDescription(name: "name", type: .string), partner]
+        probe.properties = [AttributeDescription(name: "name", type: .string), AttributeDescription(name: "nick", type: .string), partner]
         let model = ManagedObjectModel()
         model.entities = [probe]
         ManagedObjectClassRegistry.shared.register(AwakeProbeMO.self, forClassName: "AwakeProbe")
@@ -163,6 +163,7 @@ final class AwakeProbeMO: ManagedObject {
             for name in ["a", "b", "c"] {
                 let object = try context.insertNewObject(forEntityName: "AwakeProbe")
                 try object.setValue(name, forKey: "name")
+                try object.setValue(name == "b" ? "b" : "x", forKey: "nick")
                 try object.setValue(previous, forKey: "partner")
                 previous = object
             }
@@ -183,5 +184,22 @@ final class AwakeProbeMO: ManagedObject {
         // Each fetched object woke once, after the fetch, and saw the whole
         // store; firing b's partner (a, already loaded) woke no one again.
         #expect(AwakeProbeMO.seen == ["a/3/-", "b/3/a", "c/3/b"])
+
+        // A predicate SQL does not express (attribute against attribute) is
+        // filtered on rows: objects are made, loaded and woken for matches only.
+        let other = try PersistentStoreCoordinator(managedObjectModel: model)
+        try other.addPersistentStore(ofType: PersistentStoreCoordinator.sqliteStoreType, at: url)
+        let filtering = ManagedObjectContext(coordinator: other)
+        AwakeProbeMO.seen = []
+        try filtering.performAndWait {
+            let request = FetchRequest(entityName: "AwakeProbe")
+            request.returnsObjectsAsFaults = false
+            request.predicate = try FetchPredicate(format: "name == nick")
+            let matches = try filtering.fetch(request)
+            #expect(try matches.map { try $0.value(forKey: "name") as? String } == ["b"])
+            #expect(filtering.registry.count == 2, "b, and a, which b's awakeFromFetch fired as its partner")
+        }
+        // c never became an object; a woke when b's hook fired it.
+        #expect(AwakeProbeMO.seen == ["a/3/-", "b/3/a"])
     }
 }

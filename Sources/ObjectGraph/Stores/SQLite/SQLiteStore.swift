@@ -501,10 +501,10 @@ public final class SQLiteStore: PersistentStore {
     /// row of the entity does. The caller then finishes in memory
     /// (`finishedSnapshots(_:)`, or the coordinator).
     public override func fetchSnapshots(_ request: FetchRequest) throws -> StoreFetchResult {
-        try fetchSnapshots(request, each: { _ in })
+        try fetchSnapshots(request, each: { _, _ in })
     }
 
-    public override func fetchSnapshots(_ request: FetchRequest, each: (StoreSnapshot) throws -> Void) throws -> StoreFetchResult {
+    public override func fetchSnapshots(_ request: FetchRequest, each: (StoreSnapshot, _ isExact: Bool) throws -> Void) throws -> StoreFetchResult {
         lock.lock(); defer { lock.unlock() }
         let (db, schema) = try openConnection()
         guard let name = request.entityName, let mapping = schema.entity(named: name),
@@ -560,7 +560,7 @@ public final class SQLiteStore: PersistentStore {
         try statement.forEachRow(bindings) { row in
             if let snapshot = try snapshot(storeID: storeID, { row.column($0) }) {
                 snapshots.append(snapshot)
-                try each(snapshot)
+                try each(snapshot, isExact)
             }
         }
         return StoreFetchResult(snapshots: snapshots, isExact: isExact)
