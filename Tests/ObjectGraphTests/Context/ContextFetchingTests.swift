@@ -169,13 +169,18 @@ final class AwakeProbeMO: ManagedObject {
             }
             try context.save()
         }
-        let reader = try PersistentStoreCoordinator(managedObjectModel: model)
-        try reader.addPersistentStore(ofType: PersistentStoreCoordinator.sqliteStoreType, at: url)
-        let fresh = ManagedObjectContext(coordinator: reader)
-        AwakeProbeMO.seen = []
-        try fresh.performAndWait {
+        /// A context on a coordinator of its own (an empty row cache), and a
+        /// request for loaded probes.
+        func reader() throws -> (ManagedObjectContext, FetchRequest) {
+            let coordinator = try PersistentStoreCoordinator(managedObjectModel: model)
+            try coordinator.addPersistentStore(ofType: PersistentStoreCoordinator.sqliteStoreType, at: url)
             let request = FetchRequest(entityName: "AwakeProbe")
             request.returnsObjectsAsFaults = false
+            AwakeProbeMO.seen = []
+            return (ManagedObjectContext(coordinator: coordinator), request)
+        }
+        let (fresh, request) = try reader()
+        try fresh.performAndWait {
             request.sortDescriptors = [FetchSortDescriptor(key: "name", ascending: true)]
             let objects = try fresh.fetch(request)
             #expect(objects.count == 3)
@@ -187,15 +192,10 @@ final class AwakeProbeMO: ManagedObject {
 
         // A predicate SQL does not express (attribute against attribute) is
         // filtered on rows: objects are made, loaded and woken for matches only.
-        let other = try PersistentStoreCoordinator(managedObjectModel: model)
-        try other.addPersistentStore(ofType: PersistentStoreCoordinator.sqliteStoreType, at: url)
-        let filtering = ManagedObjectContext(coordinator: other)
-        AwakeProbeMO.seen = []
+        let (filtering, filtered) = try reader()
         try filtering.performAndWait {
-            let request = FetchRequest(entityName: "AwakeProbe")
-            request.returnsObjectsAsFaults = false
-            request.predicate = try FetchPredicate(format: "name == nick")
-            let matches = try filtering.fetch(request)
+            filtered.predicate = try FetchPredicate(format: "name == nick")
+            let matches = try filtering.fetch(filtered)
             #expect(try matches.map { try $0.value(forKey: "name") as? String } == ["b"])
             #expect(filtering.registry.count == 2, "b, and a, which b's awakeFromFetch fired as its partner")
         }
