@@ -79,12 +79,18 @@ public final class ManagedObjectID: Hashable, CustomStringConvertible, @unchecke
     /// file stored ones by primary key.
     var temporaryNumber: Int? {
         guard case .temporary(let uuid) = referenceObject else { return nil }
-        let u = uuid.uuid
-        let hi = UInt64(u.0) << 56 | UInt64(u.1) << 48 | UInt64(u.2) << 40 | UInt64(u.3) << 32 | UInt64(u.4) << 24 | UInt64(u.5) << 16 | UInt64(u.6) << 8 | UInt64(u.7)
+        let (hi, lo) = Self.halves(of: uuid)
         guard hi == Self.temporaryHigh else { return nil }
-        let lo = UInt64(u.8) << 56 | UInt64(u.9) << 48 | UInt64(u.10) << 40 | UInt64(u.11) << 32 | UInt64(u.12) << 24 | UInt64(u.13) << 16 | UInt64(u.14) << 8 | UInt64(u.15)
         let number = lo & 0x3FFF_FFFF_FFFF_FFFF
         return number < UInt64(Int32.max) ? Int(number) : nil
+    }
+
+    /// A UUID's 16 bytes as two big-endian 64-bit halves.
+    private static func halves(of uuid: UUID) -> (hi: UInt64, lo: UInt64) {
+        let u = uuid.uuid
+        let hi = UInt64(u.0) << 56 | UInt64(u.1) << 48 | UInt64(u.2) << 40 | UInt64(u.3) << 32 | UInt64(u.4) << 24 | UInt64(u.5) << 16 | UInt64(u.6) << 8 | UInt64(u.7)
+        let lo = UInt64(u.8) << 56 | UInt64(u.9) << 48 | UInt64(u.10) << 40 | UInt64(u.11) << 32 | UInt64(u.12) << 24 | UInt64(u.13) << 16 | UInt64(u.14) << 8 | UInt64(u.15)
+        return (hi, lo)
     }
 
     /// The high half of every temporary UUID this process makes.
@@ -154,9 +160,7 @@ public final class ManagedObjectID: Hashable, CustomStringConvertible, @unchecke
         case .primaryKey(let key):
             return IdentityHash.mix(UInt64(bitPattern: key), seed: seed)
         case .temporary(let uuid):
-            let u = uuid.uuid
-            let hi = UInt64(u.0) << 56 | UInt64(u.1) << 48 | UInt64(u.2) << 40 | UInt64(u.3) << 32 | UInt64(u.4) << 24 | UInt64(u.5) << 16 | UInt64(u.6) << 8 | UInt64(u.7)
-            let lo = UInt64(u.8) << 56 | UInt64(u.9) << 48 | UInt64(u.10) << 40 | UInt64(u.11) << 32 | UInt64(u.12) << 24 | UInt64(u.13) << 16 | UInt64(u.14) << 8 | UInt64(u.15)
+            let (hi, lo) = Self.halves(of: uuid)
             // Temporary keys never equal primary keys, so sharing a mix is harmless.
             return IdentityHash.mix(hi ^ IdentityHash.mixBits(lo), seed: seed)
         }

@@ -128,8 +128,9 @@ extension EmployeeMO {
 
 /// An object whose `awakeFromFetch` fetches and fires a to-one fault. On
 /// SQLite, rows become objects while the store's statement steps; the hook
-/// runs once per object after the store is done, so it sees a settled
-/// context and may use it freely (LIFE-13).
+/// runs once per object loaded, with its values in place, after the store
+/// is done, so it sees a settled context and may read relationships
+/// (LIFE-07, LIFE-08, LIFE-10).
 final class AwakeProbeMO: ManagedObject {
     nonisolated(unsafe) static var seen: [String] = []
     override func awakeFromFetch() {

@@ -132,7 +132,7 @@ import Testing
     }
 
     @Test func anObjectLetGoOfByResetReadsAnUnreadToOneAsNil() throws {
-        // MOC reset: the objects are invalid afterwards; an unread to-one cannot be looked up and reads as nil
+        // MOC-RS-01: the objects are invalid after reset; an unread to-one cannot be looked up and reads as nil
         let (context, directory) = try Self.savedCompany()
         defer { try? FileManager.default.removeItem(at: directory) }
         try context.performAndWait {
