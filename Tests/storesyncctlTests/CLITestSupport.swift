@@ -13,8 +13,8 @@ enum CLI {
     }()
 
     static let companyModel = repositoryRoot.appendingPathComponent("examples/Company.xcdatamodeld").path
-    static let xcServerBundle = repositoryRoot.deletingLastPathComponent()
-        .appendingPathComponent("shared/fixtures/apple/XCServerCoreData/Resources/XCServerCoreData.xcdatamodeld").path
+    static let xcServerBundle = repositoryRoot
+        .appendingPathComponent("Tests/Fixtures/apple/XCServerCoreData/Resources/XCServerCoreData.xcdatamodeld").path
 
     struct Result {
         var status: Int32

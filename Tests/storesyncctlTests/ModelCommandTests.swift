@@ -6,10 +6,10 @@ import Testing
 @Suite struct ModelCommandTests {
     @Test func showJSONHasTheDocumentedShape() throws {
         let result = try CLI.run(["model", "show", "--json", CLI.companyModel])
-        #expect(result.status == 0)
+        try #require(result.status == 0, "model show failed: \(result.stderr)")
         let json = try #require(JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
         let entities = try #require(json["entities"] as? [[String: Any]])
-        #expect(entities.map { $0["name"] as? String } == ["Department", "Employee"])
+        try #require(entities.map { $0["name"] as? String } == ["Department", "Employee"])
         let employee = entities[1]
         #expect(employee["abstract"] as? Bool == false)
         let attributes = try #require(employee["attributes"] as? [[String: Any]])

@@ -7,8 +7,8 @@ import Testing
 /// checked against the same filters written in SQL and run through
 /// SQLite's C API directly.
 @Suite struct QueryCommandTests {
-    static let fixtureDirectory = CLI.repositoryRoot.deletingLastPathComponent()
-        .appendingPathComponent("shared/fixtures/apple/XCServerCoreData/Tests")
+    static let fixtureDirectory = CLI.repositoryRoot
+        .appendingPathComponent("Tests/Fixtures/apple/XCServerCoreData/Tests")
     static let fixture = fixtureDirectory.appendingPathComponent("XCServerCoreData_2.0.1.sqlite").path
     static let model = CLI.xcServerBundle + "/XCServerCoreData2.0.1.xcdatamodel"
 
@@ -169,8 +169,10 @@ import Testing
 
     @Test func tableOutput() throws {
         let outcome = try run([Self.fixture, "Bot", "name ENDSWITH 'tvOS' OR name BEGINSWITH 'Dyn'", "--model", Self.model, "--sort", "name"])
-        #expect(outcome.exitCode == 0)
+        try #require(outcome.exitCode == 0, "query failed: \(outcome.standardError)")
         let lines = outcome.standardOutput.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        // Checked before indexing, so a short output fails the test instead of crashing the runner.
+        try #require(lines.count >= 5, "expected a header, a rule, two rows and a count; got \(lines)")
         #expect(lines[0].hasPrefix("objectID"))
         #expect(lines[0].contains("  name") && lines[0].contains("  lastUpdate") && lines[0].contains("  stats"))
         #expect(lines[1].allSatisfy { $0 == "-" || $0 == " " })

@@ -1,7 +1,8 @@
 import Foundation
 
-/// Locations the tests read: the repository's examples and the shared
-/// reference material that sits beside the clone (`../shared`).
+/// Locations the tests read, all inside the repository: the examples and
+/// the Apple-written fixtures under `Tests/Fixtures` (a clone alone must
+/// pass its tests, so nothing is read from beside it).
 enum TestPaths {
     static let repositoryRoot: URL = {
         var url = URL(fileURLWithPath: #filePath)
@@ -12,9 +13,10 @@ enum TestPaths {
         fatalError("Package.swift not found above \(#filePath)")
     }()
 
-    static let shared = repositoryRoot.deletingLastPathComponent().appendingPathComponent("shared")
+    /// Stores written by Apple's Core Data and their models, with their licence.
+    static let appleFixtures = repositoryRoot.appendingPathComponent("Tests/Fixtures/apple")
     static let companyModel = repositoryRoot.appendingPathComponent("examples/Company.xcdatamodeld")
-    static let xcServerBundle = shared.appendingPathComponent("fixtures/apple/XCServerCoreData/Resources/XCServerCoreData.xcdatamodeld")
+    static let xcServerBundle = appleFixtures.appendingPathComponent("XCServerCoreData/Resources/XCServerCoreData.xcdatamodeld")
 
     /// A fresh temporary directory for one test.
     static func temporaryDirectory() throws -> URL {

@@ -4,7 +4,7 @@ import Foundation
 
 /// Apple-written XCServerCoreData stores and their model versions.
 enum SQLiteFixtures {
-    static let directory = TestPaths.shared.appendingPathComponent("fixtures/apple/XCServerCoreData/Tests")
+    static let directory = TestPaths.appleFixtures.appendingPathComponent("XCServerCoreData/Tests")
 
     /// Fixture file name → model version folder.
     static let modelVersions: [String: String] = [
