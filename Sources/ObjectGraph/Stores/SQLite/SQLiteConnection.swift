@@ -69,6 +69,51 @@ public final class SQLiteConnection {
 
     deinit { close() }
 
+    /// The first `count` bytes of a file, read through SQLite's own file
+    /// layer (its default VFS), or nil when the file cannot be opened.
+    ///
+    /// Why not `FileHandle`: SQLite's locks are POSIX advisory locks, and
+    /// closing *any* descriptor of a file drops every lock this process
+    /// holds on it, so a header read beside a live connection can let
+    /// another process checkpoint and delete the `-wal` under a writer
+    /// (lost commits). SQLite's unix VFS knows every descriptor it opened
+    /// on a file and defers closing one while a connection of the process
+    /// holds locks there; opening the file as a main database through the
+    /// VFS gets that protection.
+    ///
+    /// ```swift
+    /// let header = try SQLiteConnection.readFileHeader(path: "/var/db/Sync.sqlite", count: 100)
+    /// ```
+    public static func readFileHeader(path: String, count: Int) throws -> Data? {
+        guard let vfs = sqlite3_vfs_find(nil), let open = vfs.pointee.xOpen else {
+            throw CoreDataError(.sqlite, "SQLite has no default file layer to read \(path)")
+        }
+        // The VFS wants a full path that stays valid while the file is open.
+        let fullPath = URL(fileURLWithPath: path).standardizedFileURL.path
+        let size = max(Int(vfs.pointee.szOsFile), MemoryLayout<sqlite3_file>.size)
+        let memory = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 16)
+        memory.initializeMemory(as: UInt8.self, repeating: 0, count: size)
+        defer { memory.deallocate() }
+        let file = memory.bindMemory(to: sqlite3_file.self, capacity: 1)
+        return try fullPath.withCString { cPath -> Data? in
+            var outFlags: Int32 = 0
+            let rc = open(vfs, cPath, file, SQLITE_OPEN_READONLY | SQLITE_OPEN_MAIN_DB, &outFlags)
+            guard rc == SQLITE_OK, let methods = file.pointee.pMethods else { return nil }
+            defer { _ = methods.pointee.xClose?(file) }
+            var fileSize: sqlite3_int64 = 0
+            guard methods.pointee.xFileSize?(file, &fileSize) == SQLITE_OK else {
+                throw CoreDataError(.sqlite, "cannot find the size of \(path)")
+            }
+            let n = Int(min(sqlite3_int64(count), fileSize))
+            var bytes = [UInt8](repeating: 0, count: n)
+            if n > 0 {
+                let read = bytes.withUnsafeMutableBytes { methods.pointee.xRead?(file, $0.baseAddress, Int32(n), 0) ?? SQLITE_IOERR }
+                guard read == SQLITE_OK else { throw CoreDataError(.sqlite, "cannot read \(path) (SQLite result \(read))") }
+            }
+            return Data(bytes)
+        }
+    }
+
     /// `file:` URI for `path` with `immutable=1`; characters a URI gives
     /// meaning to (`?`, `#`, `%`, spaces) are percent-escaped.
     static func immutableURI(_ path: String) -> String {

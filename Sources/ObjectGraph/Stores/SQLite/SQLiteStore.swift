@@ -331,10 +331,11 @@ public final class SQLiteStore: PersistentStore {
     /// A file with a pending `-wal` is opened plainly read-only, because
     /// its newest transactions live only in that `-wal` (SQLite then uses
     /// the existing side files, creating `-shm` if it is missing).
+    ///
+    /// The header is read through SQLite's file layer, never `FileHandle`:
+    /// see `SQLiteConnection.readFileHeader(path:count:)`.
     static func readOnlyOpenMode(forFileAt url: URL) -> SQLiteConnection.OpenMode {
-        guard let handle = FileHandle(forReadingAtPath: url.path) else { return .readOnly }
-        defer { try? handle.close() }
-        let header = (try? handle.read(upToCount: 20)) ?? Data()
+        guard let header = (try? SQLiteConnection.readFileHeader(path: url.path, count: 20)) ?? nil else { return .readOnly }
         // Bytes 18 and 19 are the write and read format versions: 2 is WAL.
         guard header.count == 20, header[18] == 2 || header[19] == 2 else { return .readOnly }
         let walSize = (try? FileManager.default.attributesOfItem(atPath: url.path + "-wal"))?[.size] as? NSNumber
@@ -353,11 +354,11 @@ public final class SQLiteStore: PersistentStore {
             }
             return
         }
-        guard let handle = FileHandle(forReadingAtPath: url.path) else {
+        // Through SQLite's file layer, not FileHandle: closing a descriptor
+        // of a file drops every lock this process holds on it.
+        guard let head = try SQLiteConnection.readFileHeader(path: url.path, count: 16) else {
             throw CoreDataError(.persistentStoreOpen, "cannot read \(url.path)", userInfo: [CoreDataError.filePathErrorKey: url.path])
         }
-        defer { try? handle.close() }
-        let head = (try? handle.read(upToCount: 16)) ?? Data()
         guard head == sqliteSignature else {
             throw CoreDataError(.persistentStoreTypeMismatch, "\(url.path) is not a SQLite store file",
                                 userInfo: [CoreDataError.filePathErrorKey: url.path])

@@ -46,9 +46,12 @@ enum RawSQLite {
 
     struct Failure: Error { let message: String }
 
-    static func query(_ path: String, _ sql: String) throws -> [[Value]] {
+    /// `readWrite` opens the file as the `sqlite3` shell does: such a
+    /// connection, when it is the file's last, checkpoints and removes the
+    /// `-wal` as it closes.
+    static func query(_ path: String, _ sql: String, readWrite: Bool = false) throws -> [[Value]] {
         var db: OpaquePointer?
-        guard sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, nil) == SQLITE_OK else {
+        guard sqlite3_open_v2(path, &db, readWrite ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY, nil) == SQLITE_OK else {
             defer { sqlite3_close(db) }
             throw Failure(message: "open \(path)")
         }
