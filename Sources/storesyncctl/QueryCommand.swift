@@ -13,7 +13,9 @@ import ObjectGraph
 ///
 /// Exit statuses: 65 for a bad predicate (with its column), an entity,
 /// predicate key or sort key the model does not have, or a store the model
-/// does not fit; 66 for a missing or unreadable store or model.
+/// does not fit, or a store file SQLite finds damaged while reading it; 66
+/// for a missing or unreadable store or model; 75 when the store stays
+/// locked by a writer past the timeout.
 struct QueryCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "query",
@@ -87,6 +89,12 @@ struct QueryCommand: ParsableCommand {
             return Outcome(standardOutput: text)
         } catch let failure as Failure {
             return Outcome(standardError: failure.message + "\n", exitCode: failure.exitCode.rawValue)
+        } catch let error as CoreDataError {
+            // Anything the store reports past opening (a page SQLite finds
+            // malformed while reading rows or relationships, a value that does
+            // not decode) is about the input file, not this program.
+            let exitCode = error.code == .persistentStoreTimeout ? SysExit.temporaryFailure : SysExit.dataError
+            return Outcome(standardError: error.message + "\n", exitCode: exitCode.rawValue)
         } catch {
             return Outcome(standardError: "\(error)\n", exitCode: SysExit.software.rawValue)
         }

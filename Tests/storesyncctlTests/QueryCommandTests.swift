@@ -278,4 +278,38 @@ import Testing
             #expect(try run([url.path, "Bot", "--model", Self.model]).exitCode == 66)
         }
     }
+
+    /// A store that opens but whose table pages are damaged: SQLite reports
+    /// "malformed" mid-query. A damaged input file is a data error (65),
+    /// like every other corrupt-file path, not an internal error (70).
+    @Test func storeDamagedMidQueryExits65() throws {
+        let url = try copyFixture()
+        var db: OpaquePointer?
+        try #require(sqlite3_open_v2("file:\(url.path)?immutable=1", &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nil) == SQLITE_OK)
+        var stmt: OpaquePointer?
+        try #require(sqlite3_prepare_v2(db, "SELECT rootpage, (SELECT page_size FROM pragma_page_size) FROM sqlite_master WHERE tbl_name = 'ZINTEGRATION' AND rootpage > 0", -1, &stmt, nil) == SQLITE_OK)
+        var roots: [(page: Int64, size: Int64)] = []
+        while sqlite3_step(stmt) == SQLITE_ROW { roots.append((sqlite3_column_int64(stmt, 0), sqlite3_column_int64(stmt, 1))) }
+        sqlite3_finalize(stmt)
+        sqlite3_close(db)
+        try #require(roots.count >= 2)   // the table and its indexes
+        // Overwrite the root page headers of the table and its indexes: the
+        // schema still reads, the first step over any of them fails with
+        // SQLITE_CORRUPT.
+        let handle = try FileHandle(forWritingTo: url)
+        for root in roots {
+            try handle.seek(toOffset: UInt64((root.page - 1) * root.size))
+            try handle.write(contentsOf: Data(repeating: 0xEE, count: 64))
+        }
+        try handle.close()
+
+        // Reading the damaged table itself, and reading it for the to-many
+        // `integrations` of each Bot while writing JSON.
+        for arguments in [["Integration"], ["Bot", "--json"]] {
+            let outcome = try run([url.path] + arguments + ["--model", Self.model])
+            #expect(outcome.exitCode == 65, "\(arguments): \(outcome.standardError)")
+            #expect(outcome.standardError.contains("malformed"), "\(arguments): \(outcome.standardError)")
+            #expect(outcome.standardOutput.isEmpty)
+        }
+    }
 }

@@ -68,7 +68,9 @@ public final class PersistentStoreCoordinator: NSLocking {
 
     /// Opens (or creates) a store and adds it (PC add). Fails with 134000 for
     /// an unknown type and 134100 when the store's entity version hashes do
-    /// not match the model's configuration.
+    /// not fit the model's configuration by the store's own rule
+    /// (`PersistentStore.checkModelCompatibility(withStoreMetadata:)`;
+    /// `NSIgnorePersistentStoreVersioningOption` skips it).
     @discardableResult
     public func addPersistentStore(ofType type: String, configurationName: String? = nil, at url: URL? = nil, options: [String: Any] = [:]) throws -> PersistentStore {
         try locked {
@@ -84,9 +86,10 @@ public final class PersistentStoreCoordinator: NSLocking {
             store.didAdd(to: self)
             try store.load()
             if store.metadata[ManagedObjectModel.storeModelVersionHashesKey] != nil {
-                guard managedObjectModel.isConfiguration(configurationName, compatibleWithStoreMetadata: store.metadata) else {
-                    throw CoreDataError(.persistentStoreIncompatibleVersionHash, "The model used to open the store is incompatible with the one used to create it", userInfo: [CoreDataError.filePathErrorKey: url?.path as Any])
-                }
+                // The store's own rule: it knows which files' hashes can be
+                // compared (Apple's cannot be recomputed here) and honours
+                // NSIgnorePersistentStoreVersioningOption.
+                try store.checkModelCompatibility(withStoreMetadata: store.metadata)
             } else {
                 store.metadata[ManagedObjectModel.storeModelVersionHashesKey] = managedObjectModel.entityVersionHashesByName
                 store.metadata[Self.storeModelVersionIdentifiersKey] = Array(managedObjectModel.versionIdentifiers).sorted()

@@ -46,6 +46,45 @@ open class PersistentStore {
     public static let storeUUIDKey = "NSStoreUUID"
     public static let readOnlyOption = "NSReadOnlyPersistentStoreOption"
     public static let timeoutOption = "NSPersistentStoreTimeoutOption"
+    /// `NSIgnorePersistentStoreVersioningOption`: when true, a store opens
+    /// whatever its version hashes say (PC-37).
+    public static let ignoreVersioningOption = "NSIgnorePersistentStoreVersioningOption"
+
+    /// True when `options[key]` is a true Bool or a non-zero number.
+    func boolOption(_ key: String) -> Bool {
+        switch options[key] {
+        case let flag as Bool: return flag
+        case let number as NSNumber: return number.boolValue
+        default: return false
+        }
+    }
+
+    /// Refuses, with 134100 (`NSPersistentStoreIncompatibleVersionHashError`),
+    /// store metadata whose model version hashes do not fit this store's
+    /// model and configuration. The one rule the coordinator and the store
+    /// itself both apply: with `ignoreVersioningOption` it passes, metadata
+    /// without hashes (a store being created) passes, otherwise the model
+    /// must be `isConfiguration(_:compatibleWithStoreMetadata:)`. Store
+    /// types whose files can come from Apple's Core Data, whose hashes are
+    /// not reproducible here, refine it (`SQLiteStore`).
+    ///
+    /// ```swift
+    /// try store.checkModelCompatibility(withStoreMetadata: try SQLiteStore.metadataForStore(at: url))
+    /// ```
+    open func checkModelCompatibility(withStoreMetadata metadata: [String: Any]) throws {
+        if boolOption(Self.ignoreVersioningOption) { return }
+        guard metadata[ManagedObjectModel.storeModelVersionHashesKey] != nil else { return }
+        guard model.isConfiguration(configurationName, compatibleWithStoreMetadata: metadata) else {
+            throw incompatibleVersionHashError()
+        }
+    }
+
+    func incompatibleVersionHashError() -> CoreDataError {
+        let place = url.map { " at \($0.path)" } ?? ""
+        return CoreDataError(.persistentStoreIncompatibleVersionHash,
+                             "the model used to open the store\(place) is incompatible with the one used to create it",
+                             userInfo: url.map { [CoreDataError.filePathErrorKey: $0.path] } ?? [:])
+    }
 
     public required init(model: ManagedObjectModel, configurationName: String?, url: URL?, options: [String: Any]) {
         self.model = model

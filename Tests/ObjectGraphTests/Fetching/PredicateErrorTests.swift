@@ -33,6 +33,22 @@ import Testing
         }
     }
 
+    /// BETWEEN takes a two-element range; anything else that can be judged
+    /// while parsing is refused there, at the range's column.
+    @Test func betweenNeedsTwoBounds() throws {
+        let scalar = try #require(syntaxError("age BETWEEN 3"))
+        #expect(scalar.position == 12)
+        #expect(scalar.reason == "BETWEEN needs a range of two values such as {1, 10}; got '3'")
+        #expect(try #require(syntaxError("age BETWEEN {1, 2, 3}")).reason.hasSuffix("got 3 values"))
+        #expect(try #require(syntaxError("x == 1 AND age BETWEEN {1}")).position == 23)
+        #expect(try #require(syntaxError("age BETWEEN %@", [[1]])).reason.hasSuffix("got 1 value"))
+        #expect(try #require(syntaxError("age BETWEEN %@", [5])).reason.contains("got '5'"))
+        // Well-formed ranges, and ranges known only when evaluated, parse.
+        #expect(try FetchPredicate(format: "age BETWEEN {1, 2}").evaluate(with: ["age": 2]))
+        #expect(try FetchPredicate(format: "age BETWEEN %@", argumentArray: [[1, 5]]).evaluate(with: ["age": 2]))
+        #expect(try FetchPredicate(format: "age BETWEEN $range").withSubstitutionVariables(["range": [1, 5]]).evaluate(with: ["age": 2]))
+    }
+
     @Test func unbalancedParentheses() throws {
         let open = try #require(syntaxError("(a == 1 AND (b == 2)"))
         #expect(open.position == 20)
@@ -140,7 +156,7 @@ import Testing
         #expect(evaluationError("age LIKE 'x'", ["age": 3])?.operatorName == "LIKE")
         #expect(evaluationError("d < 3", ["d": Date()])?.operatorName == "<")
         #expect(evaluationError("ANY age == 3", ["age": 3])?.operatorName == "ANY")
-        #expect(evaluationError("age BETWEEN 3", ["age": 3])?.operatorName == "BETWEEN")
+        #expect(evaluationError("age BETWEEN limit", ["age": 3, "limit": 3])?.operatorName == "BETWEEN")
         #expect(evaluationError("age IN 3", ["age": 3])?.operatorName == "IN")
         #expect(evaluationError("age CONTAINS 3", ["age": 3])?.operatorName == "CONTAINS")
         #expect(evaluationError("name + 1 == 2", ["name": "x"])?.operatorName == "+")

@@ -217,7 +217,20 @@ struct PredicateParser {
         }
         pos += 1
         let options = try parseOptions()
+        let rightPosition = current.position
         let right = try parseExpression()
+        if op == .between {
+            // BETWEEN needs a two-element range: refused here rather than
+            // failing (or matching nothing) at every evaluation. Variables,
+            // key paths and functions can only be judged when evaluated.
+            switch right {
+            case let .aggregate(bounds) where bounds.count != 2:
+                throw error("BETWEEN needs a range of two values such as {1, 10}; got \(bounds.count) value\(bounds.count == 1 ? "" : "s")", at: rightPosition)
+            case .constant:
+                throw error("BETWEEN needs a range of two values such as {1, 10}; got '\(right.expressionFormat)'", at: rightPosition)
+            default: break
+            }
+        }
         let comparison = FetchPredicate.comparison(FetchComparison(left, op, right, modifier: modifier, options: options))
         return negate ? .not(comparison) : comparison
     }

@@ -92,6 +92,32 @@ public enum SQLiteMetadata {
         return out
     }
 
+    /// Whether two metadata dictionaries hold the same property-list values.
+    /// Compared by value, not by encoding: a binary plist's key order follows
+    /// the dictionary's iteration order, so equal dictionaries can encode to
+    /// different bytes, and a save must not rewrite (and so change) the
+    /// `Z_PLIST` Apple's Core Data wrote when nothing in it changed.
+    public static func isEqual(_ a: [String: Any], _ b: [String: Any]) -> Bool {
+        propertyListValuesEqual(a, b)
+    }
+
+    private static func propertyListValuesEqual(_ a: Any, _ b: Any) -> Bool {
+        switch (a, b) {
+        case let (a as [String: Any], b as [String: Any]):
+            return a.count == b.count && a.allSatisfy { key, value in b[key].map { propertyListValuesEqual(value, $0) } ?? false }
+        case let (a as [Any], b as [Any]):
+            return a.count == b.count && zip(a, b).allSatisfy(propertyListValuesEqual)
+        case let (a as String, b as String): return a == b
+        case let (a as Data, b as Data): return a == b
+        case let (a as Date, b as Date): return a == b
+        case let (a as Bool, b as Bool): return a == b
+        case let (a as Int, b as Int): return a == b
+        case let (a as NSNumber, b as NSNumber): return a == b
+        case let (a as Double, b as Double): return a == b
+        default: return false
+        }
+    }
+
     /// Reads the metadata row through an open connection.
     /// - Throws: 134080 when the table or row is missing or unreadable.
     public static func read(from connection: SQLiteConnection) throws -> [String: Any] {

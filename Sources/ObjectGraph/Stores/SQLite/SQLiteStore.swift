@@ -20,8 +20,6 @@ import Foundation
 public final class SQLiteStore: PersistentStore {
     public override class var storeType: String { "SQLite" }
 
-    /// When true, version hashes are not compared at open (PC-37).
-    public static let ignoreVersioningOption = "NSIgnorePersistentStoreVersioningOption"
     /// `NSSQLitePragmasOption`, `NSSQLiteAnalyzeOption` and
     /// `NSSQLiteManualVacuumOption`: see `SQLiteStoreOptions`.
     public static let pragmasOption = SQLiteStoreOptions.pragmasKey
@@ -35,8 +33,7 @@ public final class SQLiteStore: PersistentStore {
     private var entityByNumber: [Int: SQLiteSchema.EntityMapping] = [:]
     /// The metadata as last read from or written to the file, to notice
     /// changes made through `metadata` (PS-12: persisted at the next save).
-    private var storedMetadataPlist: Data?
-    private var storedUUID: String?
+    private var storedMetadata: [String: Any] = [:]
     /// Serialises calls: a connection and its cached statements are not thread-safe.
     let lock = NSRecursiveLock()
 
@@ -136,8 +133,7 @@ public final class SQLiteStore: PersistentStore {
         }
         connection = db
         metadata = fileMetadata
-        storedMetadataPlist = try? SQLiteMetadata.encodePlist(fileMetadata)
-        storedUUID = fileMetadata[SQLiteMetadata.storeUUIDKey] as? String
+        storedMetadata = fileMetadata
         try install(fileSchema)
     }
 
@@ -173,8 +169,7 @@ public final class SQLiteStore: PersistentStore {
         }
         connection = db
         metadata = newMetadata
-        storedMetadataPlist = try? SQLiteMetadata.encodePlist(newMetadata)
-        storedUUID = newMetadata[SQLiteMetadata.storeUUIDKey] as? String
+        storedMetadata = newMetadata
         try install(newSchema)
     }
 
@@ -268,9 +263,7 @@ public final class SQLiteStore: PersistentStore {
                 throw CoreDataError(.persistentStoreTypeMismatch, "\(url.path) holds a store of type \(fileMetadata[SQLiteMetadata.storeTypeKey] ?? "nil"), not SQLite",
                                     userInfo: [CoreDataError.filePathErrorKey: url.path])
             }
-            if (options[Self.ignoreVersioningOption] as? Bool) != true {
-                try checkVersionHashes(fileMetadata, url: url)
-            }
+            try checkModelCompatibility(withStoreMetadata: fileMetadata)
             var numbers: [String: Int] = [:]
             for row in try db.query("SELECT Z_ENT, Z_NAME FROM Z_PRIMARYKEY") {
                 if let n = row[0].int64Value, let name = row[1].stringValue { numbers[name] = Int(n) }
@@ -288,22 +281,23 @@ public final class SQLiteStore: PersistentStore {
         }
     }
 
-    private func checkVersionHashes(_ fileMetadata: [String: Any], url: URL) throws {
-        let stored = fileMetadata[SQLiteMetadata.versionHashesKey] as? [String: Data] ?? [:]
-        let names = Set(entities.map(\.name))
-        let compatible: Bool
-        if (fileMetadata[SQLiteMetadata.hashSchemeKey] as? Int) == SQLiteMetadata.currentHashScheme {
-            compatible = model.isConfiguration(configurationName, compatibleWithStoreMetadata: fileMetadata)
-        } else {
-            // Written by Apple's Core Data: its hashes cannot be recomputed
-            // here, so compare entity names; the schema check follows.
-            let keys = Set(stored.keys)
-            compatible = configurationName == nil ? keys == names : names.isSubset(of: keys)
+    /// The opening rule for version hashes (`docs/SQLITE-LAYOUT.md`,
+    /// "Opening rules" 4), applied by the store at `load()` and again by the
+    /// coordinator: a file ObjectGraph wrote (`ObjectGraphVersionHashScheme`
+    /// present) must match byte for byte; a file Apple's Core Data wrote,
+    /// whose hashes cannot be recomputed here, must name exactly the model's
+    /// entities (a superset for a named configuration), and the schema
+    /// check decides the rest.
+    public override func checkModelCompatibility(withStoreMetadata metadata: [String: Any]) throws {
+        if boolOption(Self.ignoreVersioningOption) { return }
+        if (metadata[SQLiteMetadata.hashSchemeKey] as? Int) == SQLiteMetadata.currentHashScheme {
+            return try super.checkModelCompatibility(withStoreMetadata: metadata)
         }
-        guard compatible else {
-            throw CoreDataError(.persistentStoreIncompatibleVersionHash,
-                                "the model used to open the store at \(url.path) is incompatible with the one used to create it",
-                                userInfo: [CoreDataError.filePathErrorKey: url.path])
+        let stored = metadata[SQLiteMetadata.versionHashesKey] as? [String: Data] ?? [:]
+        let names = Set(entities.map(\.name))
+        let keys = Set(stored.keys)
+        guard configurationName == nil ? keys == names : names.isSubset(of: keys) else {
+            throw incompatibleVersionHashError()
         }
     }
 
@@ -986,9 +980,9 @@ public final class SQLiteStore: PersistentStore {
         let (db, schema) = try openConnection()
         var metadataToWrite = metadata
         metadataToWrite[SQLiteMetadata.storeTypeKey] = Self.storeType
-        let plist = try SQLiteMetadata.encodePlist(metadataToWrite)
-        let uuid = metadataToWrite[SQLiteMetadata.storeUUIDKey] as? String
-        let metadataChanged = plist != storedMetadataPlist || uuid != storedUUID
+        // Compared by value: the Z_PLIST Apple's Core Data wrote stays byte
+        // for byte as it was unless an entry really changed.
+        let metadataChanged = !SQLiteMetadata.isEqual(metadataToWrite, storedMetadata)
         if request.isEmpty && !metadataChanged { return }
         externalFilesWritten = []
         externalFilesReleased = []
@@ -1008,10 +1002,7 @@ public final class SQLiteStore: PersistentStore {
         // Committed: files no row references any more can go. A crash before
         // this leaves unreferenced files behind, never a reference without a file.
         for file in externalFilesReleased { try? FileManager.default.removeItem(at: file) }
-        if metadataChanged {
-            storedMetadataPlist = plist
-            storedUUID = uuid
-        }
+        if metadataChanged { storedMetadata = metadataToWrite }
     }
 
     private func writeSave(_ request: StoreSaveRequest, metadata metadataToWrite: [String: Any], metadataChanged: Bool,
