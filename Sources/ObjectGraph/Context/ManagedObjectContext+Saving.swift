@@ -88,9 +88,11 @@ extension ManagedObjectContext {
                     let store = insertedStores[index]
                     let snapshot = StoreSnapshot(objectID: finalID(object), version: 1, slots: storedSlots(of: object, finalID))
                     let toMany = toManyChanges(of: object, finalID, onlyChanged: false)
+                    let globalIdentifier = assignedGlobalIdentifiers.isEmpty ? nil : assignedGlobalIdentifiers[object]
                     edit(store) { r in
                         r.inserted.append(snapshot)
                         r.toManyChanges += toMany
+                        if let globalIdentifier { r.globalIdentifiers[snapshot.objectID] = globalIdentifier }
                     }
                     changeSet.inserted.append(ObjectChange(inserted: snapshot))
                 }
@@ -180,6 +182,8 @@ extension ManagedObjectContext {
         for object in inserted.count == committedInserted.count ? inserted : Array(committedInserted) { object.didSave() }
         for object in committedUpdated where !committedInserted.contains(object) { object.didSave() }
         for object in committedDeleted where !committedInserted.contains(object) && !committedUpdated.contains(object) { object.didSave() }
+        assignedGlobalIdentifiers.removeAll()
+        fillGlobalIdentifiers(&changeSet)
         post(Self.didSaveNotification, inserted: committedInserted, updated: committedUpdated, deleted: committedDeleted,
              extra: [Self.changeSetKey: changeSet])
     }

@@ -42,6 +42,9 @@ public final class ManagedObjectContext: NSLocking {
         }
     }
 
+    /// Global identifiers given to inserted objects, written at their save.
+    var assignedGlobalIdentifiers: [ManagedObject: UUID] = [:]
+
     let queue: DispatchQueue
     private static let queueKey = DispatchSpecificKey<ObjectIdentifier>()
     private let recursiveLock = NSRecursiveLock()
@@ -695,6 +698,7 @@ public final class ManagedObjectContext: NSLocking {
             object.changedSlots = SlotSet()
         }
         insertedSet.removeAll(); updatedSet.removeAll(); deletedSet.removeAll(); lockedSet.removeAll()
+        assignedGlobalIdentifiers.removeAll()
         deletesToPropagate.removeAll()
         pendingInserted.removeAll(); pendingUpdated.removeAll(); pendingDeleted.removeAll()
         for object in reverted { object.awake(fromSnapshotEvents: .rollback) }
@@ -720,6 +724,7 @@ public final class ManagedObjectContext: NSLocking {
         for o in deletedSet { forget(o) }
         registry.removeAll(); mergeRetained.removeAll()
         insertedSet.removeAll(); updatedSet.removeAll(); deletedSet.removeAll(); lockedSet.removeAll()
+        assignedGlobalIdentifiers.removeAll()
         pendingInserted.removeAll(); pendingUpdated.removeAll(); pendingDeleted.removeAll(); pendingRefreshed.removeAll()
         pendingUndo.removeAll(); deletesToPropagate.removeAll(); forgottenInserts.removeAll(); assignedStores.removeAll()
         undoManager?.removeAllActions()

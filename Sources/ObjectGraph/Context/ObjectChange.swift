@@ -1,3 +1,5 @@
+import Foundation
+
 /// One object's part of a change set.
 ///
 /// ```swift
@@ -6,6 +8,8 @@
 public struct ObjectChange: @unchecked Sendable {
     public var objectID: ManagedObjectID
     public var entityName: String
+    /// The object's global identifier, when its store records persistent history.
+    public var globalIdentifier: UUID?
     /// Changed keys: for an insert, every stored value (old nil); for an update,
     /// the changed keys; for a delete, the last committed values (new nil).
     public var changes: [String: PropertyChange] {

@@ -66,6 +66,9 @@ public struct CoreDataError: Error, CustomNSError, CustomStringConvertible, @unc
         case sqlite = 134180
         case inferredMappingModel = 134190
         case externalRecordImport = 134200
+        /// `NSPersistentHistoryTokenExpiredError`: the history after a token
+        /// was deleted, so what followed it can no longer be read.
+        case persistentHistoryTokenExpired = 134301
 
         /// True for Foundation's validation range (1024...2047).
         public var isValidationError: Bool { (1024...2047).contains(rawValue) }

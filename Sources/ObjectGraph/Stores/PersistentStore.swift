@@ -50,6 +50,30 @@ open class PersistentStore {
     /// whatever its version hashes say (PC-37).
     public static let ignoreVersioningOption = "NSIgnorePersistentStoreVersioningOption"
 
+    /// `NSPersistentHistoryTrackingKey`: when true, the store records every
+    /// change made to it, by any writer, as persistent history (SQLite
+    /// stores; see docs/HISTORY.md).
+    public static let persistentHistoryTrackingKey = "NSPersistentHistoryTrackingKey"
+
+    // MARK: - Persistent history and global identifiers (overridden by stores that record history)
+
+    /// True when the store records persistent history and global identifiers.
+    open var recordsPersistentHistory: Bool { false }
+
+    /// The global identifiers of the objects `ids` names, for those that have one.
+    open func globalIdentifiers(for ids: [ManagedObjectID]) throws -> [ManagedObjectID: UUID] { [:] }
+
+    /// The live object this store holds under a global identifier.
+    open func objectID(forGlobalIdentifier globalIdentifier: UUID) throws -> ManagedObjectID? { nil }
+
+    /// The newest position of the store's history; nil when it records none.
+    open func currentPersistentHistoryToken() throws -> PersistentHistoryToken? { nil }
+
+    /// Runs a history fetch or delete on this store.
+    open func executeHistoryRequest(_ request: PersistentHistoryChangeRequest) throws -> PersistentHistoryResult {
+        throw CoreDataError(.persistentStoreOperation, "\(Self.storeType) stores do not record persistent history")
+    }
+
     /// True when `options[key]` is a true Bool or a non-zero number.
     func boolOption(_ key: String) -> Bool {
         switch options[key] {

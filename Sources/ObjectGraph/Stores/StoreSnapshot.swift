@@ -120,6 +120,10 @@ public struct StoreSaveRequest {
     /// Who saved: the context's name and transaction author, for the change history.
     public var contextName: String?
     public var transactionAuthor: String?
+    /// Global identifiers the caller chose for inserted objects (an object
+    /// copied from another store keeps its identifier); stores recording
+    /// history give the others new ones.
+    public var globalIdentifiers: [ManagedObjectID: UUID] = [:]
 
     public init() {}
 

@@ -172,6 +172,9 @@ public final class SQLiteConnection {
         if rc != SQLITE_OK { throw error(rc, context: sql) }
     }
 
+    /// The rowid of the last row this connection inserted.
+    public var lastInsertRowID: Int64 { handle.map { sqlite3_last_insert_rowid($0) } ?? 0 }
+
     /// Rows changed by the last INSERT, UPDATE or DELETE.
     public var changes: Int { handle.map { Int(sqlite3_changes($0)) } ?? 0 }
 

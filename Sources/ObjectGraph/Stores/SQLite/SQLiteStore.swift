@@ -34,6 +34,10 @@ public final class SQLiteStore: PersistentStore {
     /// The metadata as last read from or written to the file, to notice
     /// changes made through `metadata` (PS-12: persisted at the next save).
     private var storedMetadata: [String: Any] = [:]
+    /// The file's persistent history layout when it records history
+    /// (`SQLiteStore+History.swift`), and why not when its history is damaged.
+    var history: SQLiteHistorySchema?
+    var historyProblem: CoreDataError?
     /// Serialises calls: a connection and its cached statements are not thread-safe.
     let lock = NSRecursiveLock()
 
@@ -82,6 +86,26 @@ public final class SQLiteStore: PersistentStore {
     /// Removing the store from its coordinator closes the file.
     public override func willRemoveFromPersistentStoreCoordinator() {
         close()
+    }
+
+    // MARK: - Persistent history (SQLiteStore+History.swift)
+
+    public override var recordsPersistentHistory: Bool { isPersistentHistoryEnabled }
+
+    public override func globalIdentifiers(for ids: [ManagedObjectID]) throws -> [ManagedObjectID: UUID] {
+        try historyGlobalIdentifiers(for: ids)
+    }
+
+    public override func objectID(forGlobalIdentifier globalIdentifier: UUID) throws -> ManagedObjectID? {
+        try historyObjectID(forGlobalIdentifier: globalIdentifier)
+    }
+
+    public override func currentPersistentHistoryToken() throws -> PersistentHistoryToken? {
+        try historyCurrentToken()
+    }
+
+    public override func executeHistoryRequest(_ request: PersistentHistoryChangeRequest) throws -> PersistentHistoryResult {
+        try historyExecute(request)
     }
 
     // MARK: - Opening
@@ -135,6 +159,7 @@ public final class SQLiteStore: PersistentStore {
         metadata = fileMetadata
         storedMetadata = fileMetadata
         try install(fileSchema)
+        try loadHistory(db, schema: fileSchema)
     }
 
     private func createNew(url: URL) throws {
@@ -171,6 +196,7 @@ public final class SQLiteStore: PersistentStore {
         metadata = newMetadata
         storedMetadata = newMetadata
         try install(newSchema)
+        try loadHistory(db, schema: newSchema)
     }
 
     /// Which columns of a table row hold which properties of one entity,
@@ -777,7 +803,7 @@ public final class SQLiteStore: PersistentStore {
     /// is passed through as the value itself.
     /// - Throws: 260 naming the file, entity and attribute when the
     ///   referenced file is missing or unreadable; nothing is changed.
-    private func unframedExternalBinary(_ stored: SQLiteValue, attribute: AttributeDescription, entity: EntityDescription) throws -> SQLiteValue {
+    func unframedExternalBinary(_ stored: SQLiteValue, attribute: AttributeDescription, entity: EntityDescription) throws -> SQLiteValue {
         guard case .blob(let bytes) = stored, let frame = SQLiteValueCodec.ExternalBinaryFrame(decoding: bytes) else { return stored }
         switch frame {
         case .inline(let value):
@@ -864,7 +890,7 @@ public final class SQLiteStore: PersistentStore {
 
     // MARK: - Writing
 
-    private func ensureWritable(_ operation: String) throws {
+    func ensureWritable(_ operation: String) throws {
         if isReadOnly {
             throw CoreDataError(.persistentStoreSave, "cannot \(operation): the store at \(url?.path ?? "?") was opened read-only",
                                 userInfo: [CoreDataError.filePathErrorKey: url?.path ?? ""])
@@ -1010,6 +1036,7 @@ public final class SQLiteStore: PersistentStore {
         try wrapSaveErrors {
             try db.transaction {
                 if metadataChanged { try SQLiteMetadata.write(metadataToWrite, to: db) }
+                let historyTransaction = try beginHistoryTransaction(request, db: db)
                 var conflicts: [ManagedObjectID: StoreSnapshot?] = [:]
                 var maxKeys: [Int: Int64] = [:]
                 // Each row is bound on a statement prepared once per save,
@@ -1154,6 +1181,7 @@ public final class SQLiteStore: PersistentStore {
                     try db.run("UPDATE Z_PRIMARYKEY SET Z_MAX = ? WHERE Z_ENT = ? AND Z_MAX < ?",
                                [.integer(key), .integer(Int64(entity)), .integer(key)])
                 }
+                try endHistoryTransaction(historyTransaction, db: db)
             }
         }
     }

@@ -1,0 +1,74 @@
+import Foundation
+
+// Persistent history and global identifiers across a coordinator's stores.
+extension PersistentStoreCoordinator {
+    /// The newest history position of the first of `stores` (nil: of all
+    /// stores) that records history (Core Data's
+    /// `currentPersistentHistoryToken(fromStores:)`). A token names one
+    /// store's position; with several stores, ask for each.
+    ///
+    /// ```swift
+    /// let token = try coordinator.currentPersistentHistoryToken(fromStores: nil)
+    /// ```
+    public func currentPersistentHistoryToken(fromStores stores: [PersistentStore]?) throws -> PersistentHistoryToken? {
+        for store in stores ?? persistentStores {
+            if let token = try store.currentPersistentHistoryToken() { return token }
+        }
+        return nil
+    }
+
+    /// Runs a history request on the stores it names (`affectedStores`), on
+    /// the store its token belongs to, or on every store that records
+    /// history; fetched transactions of several stores come in time order.
+    ///
+    /// ```swift
+    /// let transactions = try coordinator.execute(.fetchHistory(after: token)).transactions
+    /// ```
+    public func execute(_ request: PersistentHistoryChangeRequest) throws -> PersistentHistoryResult {
+        var stores = request.affectedStores ?? persistentStores
+        switch request.operation {
+        case .fetchAfterToken(let token?), .deleteThroughToken(let token):
+            let matching = stores.filter { $0.identifier == token.storeIdentifier }
+            guard !matching.isEmpty else {
+                throw CoreDataError(.persistentStoreOperation, "the history token \(token) belongs to no store of this coordinator")
+            }
+            stores = matching
+        default:
+            if request.affectedStores == nil { stores = try stores.filter { try $0.currentPersistentHistoryToken() != nil } }
+        }
+        var transactions: [PersistentHistoryTransaction] = []
+        var deleted = 0
+        for store in stores {
+            switch try store.executeHistoryRequest(request) {
+            case .transactions(let t): transactions += t
+            case .deleted(let n): deleted += n
+            }
+        }
+        switch request.operation {
+        case .deleteThroughToken, .deleteBeforeDate: return .deleted(deleted)
+        default:
+            if stores.count > 1 { transactions.sort { ($0.timestamp, $0.token) < ($1.timestamp, $1.token) } }
+            return .transactions(transactions)
+        }
+    }
+
+    /// The global identifiers of objects, asked of the stores that hold them.
+    public func globalIdentifiers(for ids: [ManagedObjectID]) throws -> [ManagedObjectID: UUID] {
+        var byStore: [String: [ManagedObjectID]] = [:]
+        for id in ids where !id.isTemporaryID { byStore[id.storeIdentifier ?? "", default: []].append(id) }
+        var out: [ManagedObjectID: UUID] = [:]
+        for (identifier, group) in byStore {
+            guard let store = store(withIdentifier: identifier) else { continue }
+            out.merge(try store.globalIdentifiers(for: group)) { a, _ in a }
+        }
+        return out
+    }
+
+    /// The ID of the object a global identifier names, in the first store that holds it.
+    public func objectID(forGlobalIdentifier globalIdentifier: UUID) throws -> ManagedObjectID? {
+        for store in persistentStores {
+            if let id = try store.objectID(forGlobalIdentifier: globalIdentifier) { return id }
+        }
+        return nil
+    }
+}

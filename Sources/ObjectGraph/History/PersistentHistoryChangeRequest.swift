@@ -1,0 +1,66 @@
+import Foundation
+
+/// A request to fetch or delete persistent history (Core Data's
+/// `NSPersistentHistoryChangeRequest`), run with
+/// `ManagedObjectContext.execute(_:)` or the coordinator's.
+///
+/// ```swift
+/// let request = PersistentHistoryChangeRequest.fetchHistory(after: lastToken)
+/// request.authors = ["importer"]
+/// if case .transactions(let transactions) = try context.execute(request) { … }
+/// try context.execute(PersistentHistoryChangeRequest.deleteHistory(before: lastToken))
+/// ```
+public final class PersistentHistoryChangeRequest: @unchecked Sendable {
+    public enum Operation: Sendable {
+        /// Transactions after a token (nil: from the start).
+        case fetchAfterToken(PersistentHistoryToken?)
+        /// Transactions committed at or after a date.
+        case fetchAfterDate(Date)
+        /// Delete every transaction up to and including a token.
+        case deleteThroughToken(PersistentHistoryToken)
+        /// Delete every transaction committed before a date.
+        case deleteBeforeDate(Date)
+    }
+
+    public let operation: Operation
+    /// Only transactions by these authors (a foreign writer's have none).
+    public var authors: Set<String>?
+    /// Only changes of these entities (and transactions that keep one).
+    public var entityNames: Set<String>?
+    /// Only transactions this predicate accepts, evaluated on a dictionary
+    /// with `author`, `contextName`, `timestamp`, `transactionNumber`.
+    public var transactionPredicate: FetchPredicate?
+    /// Only these stores (nil: every store with history).
+    public var affectedStores: [PersistentStore]?
+
+    public init(_ operation: Operation) { self.operation = operation }
+
+    public static func fetchHistory(after token: PersistentHistoryToken?) -> PersistentHistoryChangeRequest { .init(.fetchAfterToken(token)) }
+    public static func fetchHistory(after date: Date) -> PersistentHistoryChangeRequest { .init(.fetchAfterDate(date)) }
+    public static func deleteHistory(before token: PersistentHistoryToken) -> PersistentHistoryChangeRequest { .init(.deleteThroughToken(token)) }
+    public static func deleteHistory(before date: Date) -> PersistentHistoryChangeRequest { .init(.deleteBeforeDate(date)) }
+
+    /// Whether a transaction passes the request's author and predicate filters.
+    func accepts(_ transaction: PersistentHistoryTransaction) throws -> Bool {
+        if let authors, !(transaction.author.map(authors.contains) ?? false) { return false }
+        if let transactionPredicate {
+            let fields: [String: Any?] = ["author": transaction.author, "contextName": transaction.contextName,
+                                         "timestamp": transaction.timestamp, "transactionNumber": transaction.transactionNumber]
+            return try transactionPredicate.evaluate(with: fields)
+        }
+        return true
+    }
+}
+
+/// What a history request returns (Core Data's `NSPersistentHistoryResult`).
+public enum PersistentHistoryResult: @unchecked Sendable {
+    case transactions([PersistentHistoryTransaction])
+    /// The number of row changes deleted.
+    case deleted(Int)
+
+    /// The fetched transactions, or none for a delete.
+    public var transactions: [PersistentHistoryTransaction] {
+        if case .transactions(let t) = self { return t }
+        return []
+    }
+}

@@ -1,0 +1,317 @@
+import Foundation
+
+// Persistent history in the SQLite store: switching it on, the bookkeeping
+// of each save, reading and deleting history, global identifiers. The
+// tables and triggers are `SQLiteHistorySchema`'s; docs/HISTORY.md has the
+// whole design.
+extension SQLiteStore {
+    // MARK: - Switching on, checking, switching off
+
+    /// Called by `load()` with the connection and schema in place: reads the
+    /// file's history tables (if any) and, with `persistentHistoryTrackingKey`
+    /// on, installs them. A damaged history or one of an unknown format fails
+    /// the open when the option asks for history; without the option the
+    /// store opens (its data stays readable) and history requests report the
+    /// problem.
+    func loadHistory(_ db: SQLiteConnection, schema: SQLiteSchema) throws {
+        history = nil
+        historyProblem = nil
+        let wanted = boolOption(Self.persistentHistoryTrackingKey)
+        let layout = SQLiteHistorySchema(schema)
+        let hasTables = try !db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'OGH_META'").isEmpty
+        if hasTables {
+            do {
+                try checkHistory(db, layout: layout)
+                if wanted && !isReadOnly { try installTriggers(db, layout: layout, onlyMissing: true) }
+                history = layout
+            } catch let problem as CoreDataError {
+                if wanted { throw problem }
+                historyProblem = problem
+            }
+            return
+        }
+        guard wanted else { return }
+        guard !isReadOnly else {
+            throw CoreDataError(.persistentStoreOpen,
+                                "persistent history is not on in the store at \(url?.path ?? "?"); open it writable once with \(Self.persistentHistoryTrackingKey) to switch it on",
+                                userInfo: [CoreDataError.filePathErrorKey: url?.path ?? ""])
+        }
+        try db.transaction {
+            for sql in layout.createTableStatements() { try db.prepareUncached(sql).run() }
+            for sql in layout.assignExistingIdentifiersStatements() { try db.prepareUncached(sql).run() }
+            try installTriggers(db, layout: layout, onlyMissing: false)
+        }
+        history = layout
+    }
+
+    private func checkHistory(_ db: SQLiteConnection, layout: SQLiteHistorySchema) throws {
+        let place = url?.path ?? "?"
+        func damaged(_ why: String) -> CoreDataError {
+            CoreDataError(.persistentStoreOpen, "the persistent history in the store at \(place) is damaged: \(why)",
+                          userInfo: [CoreDataError.filePathErrorKey: place])
+        }
+        do {
+            let tables = Set(try db.query("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'OGH\\_%' ESCAPE '\\'").compactMap { $0[0].stringValue })
+            for needed in ["OGH_META", "OGH_STATE", "OGH_GLOBALID", "OGH_TRANSACTION", "OGH_CHANGE", "OGH_COLUMN", "OGH_JOIN"] where !tables.contains(needed) {
+                throw damaged("table \(needed) is missing")
+            }
+            guard let format = try db.query("SELECT VALUE FROM OGH_META WHERE KEY = 'format'").first?.first else { throw damaged("OGH_META has no format row") }
+            guard format.int64Value == SQLiteHistorySchema.formatVersion else {
+                throw CoreDataError(.persistentStoreOpen,
+                                    "the persistent history in the store at \(place) has format \(format), which this version does not read (it reads format \(SQLiteHistorySchema.formatVersion))",
+                                    userInfo: [CoreDataError.filePathErrorKey: place])
+            }
+            var recorded: [String: [String]] = [:]
+            for row in try db.query("SELECT TBL, NAME FROM OGH_COLUMN ORDER BY TBL, POSITION") {
+                recorded[row[0].stringValue ?? "", default: []].append(row[1].stringValue ?? "")
+            }
+            for table in layout.tables where recorded[table.name] ?? [] != table.columns.map(\.name) {
+                throw damaged("history was recorded for other columns of \(table.name) (\((recorded[table.name] ?? []).joined(separator: ", "))) than the model's (\(table.columns.map(\.name).joined(separator: ", "))); migrate the history or remove it with SQLiteStore.removePersistentHistory(fromStoreAt:)")
+            }
+            let joins = Dictionary(try db.query("SELECT ID, NAME FROM OGH_JOIN").map { ($0[0].int64Value ?? 0, $0[1].stringValue ?? "") }, uniquingKeysWith: { a, _ in a })
+            for join in layout.joins where joins[Int64(join.id)] != join.name {
+                throw damaged("join table \(join.name) is not numbered \(join.id) in OGH_JOIN")
+            }
+            let columns = Set(try db.query("SELECT name FROM pragma_table_info('OGH_CHANGE')").compactMap { $0[0].stringValue })
+            for needed in ["ID", "TX", "TIMESTAMP", "KIND", "ENT", "PK", "GID", "MASK"] + layout.valueColumns where !columns.contains(needed) {
+                throw damaged("OGH_CHANGE has no column \(needed)")
+            }
+        } catch let error as CoreDataError where error.code == .sqlite {
+            throw damaged(error.message)
+        }
+    }
+
+    private func installTriggers(_ db: SQLiteConnection, layout: SQLiteHistorySchema, onlyMissing: Bool) throws {
+        let existing = onlyMissing
+            ? Set(try db.query("SELECT name FROM sqlite_master WHERE type = 'trigger'").compactMap { $0[0].stringValue })
+            : []
+        let missing = layout.triggers().filter { !existing.contains($0.name) }
+        guard !missing.isEmpty else { return }
+        try db.transaction {
+            for trigger in missing { try db.prepareUncached(trigger.sql).run() }
+        }
+    }
+
+    /// Switches persistent history off for the store file at `url`: drops
+    /// its triggers and history tables (every `OGH_` object) in one
+    /// transaction, keeping all data and Core Data's own tables as they are.
+    /// The file must not be open in a coordinator.
+    ///
+    /// ```swift
+    /// try SQLiteStore.removePersistentHistory(fromStoreAt: url)
+    /// ```
+    public static func removePersistentHistory(fromStoreAt url: URL) throws {
+        _ = try SQLiteMetadata.metadataForStore(at: url)
+        let db = try openWrappingErrors(path: url.path, mode: .readWrite, busyTimeout: defaultTimeout)
+        defer { db.close() }
+        try db.transaction {
+            let objects = try db.query("SELECT type, name FROM sqlite_master WHERE name LIKE 'OGH\\_%' ESCAPE '\\' AND type IN ('trigger', 'table') ORDER BY type = 'table'")
+            for row in objects {
+                guard let type = row[0].stringValue, let name = row[1].stringValue else { continue }
+                try db.execute("DROP \(type == "trigger" ? "TRIGGER" : "TABLE") IF EXISTS \(name)")
+            }
+            try db.execute("DELETE FROM sqlite_sequence WHERE name LIKE 'OGH\\_%' ESCAPE '\\'")
+        }
+    }
+
+    /// True when the file records persistent history (whether or not this
+    /// store was opened with the option: the triggers record every writer).
+    public var isPersistentHistoryEnabled: Bool {
+        lock.lock(); defer { lock.unlock() }
+        return history != nil
+    }
+
+    // MARK: - Saves
+
+    /// Starts the record of a save inside its transaction: the transaction
+    /// row, the marker the triggers stamp changes with, and the global
+    /// identifiers the caller chose for inserted objects. Returns the
+    /// transaction number.
+    func beginHistoryTransaction(_ request: StoreSaveRequest, db: SQLiteConnection) throws -> Int64? {
+        guard let history else { return nil }
+        try db.run("INSERT INTO OGH_TRANSACTION (TIMESTAMP, AUTHOR, CONTEXTNAME) VALUES (?, ?, ?)",
+                   [.real(Date().timeIntervalSinceReferenceDate),
+                    request.transactionAuthor.map(SQLiteValue.text) ?? .null, request.contextName.map(SQLiteValue.text) ?? .null])
+        let tx = db.lastInsertRowID
+        try db.run("UPDATE OGH_STATE SET CURRENTTX = ? WHERE ID = 1", [.integer(tx)])
+        for (id, gid) in request.globalIdentifiers {
+            guard let pk = id.primaryKey, let table = historyTable(for: id.entity, history) else { continue }
+            try assignGlobalIdentifier(gid, table: table.number, pk: pk, db: db)
+        }
+        return tx
+    }
+
+    /// Ends the record of a save, still inside its transaction: clears the
+    /// marker, and drops the transaction row when the save changed no row.
+    func endHistoryTransaction(_ tx: Int64?, db: SQLiteConnection) throws {
+        guard let tx else { return }
+        try db.run("UPDATE OGH_STATE SET CURRENTTX = NULL WHERE ID = 1")
+        if try db.query("SELECT 1 FROM OGH_CHANGE WHERE TX = ? LIMIT 1", [.integer(tx)]).isEmpty {
+            try db.run("DELETE FROM OGH_TRANSACTION WHERE TX = ?", [.integer(tx)])
+        }
+    }
+
+    private func assignGlobalIdentifier(_ gid: UUID, table: Int, pk: Int64, db: SQLiteConnection) throws {
+        let text = gid.uuidString
+        // A dead row may hold the identifier (the object was deleted here and comes back from another store).
+        try db.run("DELETE FROM OGH_GLOBALID WHERE GID = ? AND DEAD = 1 AND NOT (TBL = ? AND PK = ?)", [.text(text), .integer(Int64(table)), .integer(pk)])
+        do {
+            try db.run("INSERT INTO OGH_GLOBALID (TBL, PK, GID, DEAD) VALUES (?, ?, ?, 0) ON CONFLICT (TBL, PK) DO UPDATE SET GID = excluded.GID, DEAD = 0",
+                       [.integer(Int64(table)), .integer(pk), .text(text)])
+        } catch let error as CoreDataError where error.sqliteResultCode == 19 {  // SQLITE_CONSTRAINT: UNIQUE (GID)
+            throw CoreDataError(.persistentStoreSave, "global identifier \(text) already names another object in the store at \(url?.path ?? "?")",
+                                userInfo: [CoreDataError.underlyingErrorKey: error])
+        }
+    }
+
+    private func historyTable(for entity: EntityDescription, _ history: SQLiteHistorySchema) -> SQLiteHistorySchema.TrackedTable? {
+        guard let mapping = schema?.entity(named: entity.name) else { return nil }
+        return history.tables.first { $0.name == mapping.tableName }
+    }
+
+    // MARK: - Global identifiers
+
+    /// The global identifiers of objects of this store (deleted ones
+    /// included, as long as their history row is kept); objects without one
+    /// are left out.
+    func historyGlobalIdentifiers(for ids: [ManagedObjectID]) throws -> [ManagedObjectID: UUID] {
+        lock.lock(); defer { lock.unlock() }
+        guard let history, !ids.isEmpty else { return [:] }
+        let (db, _) = try openConnection()
+        let statement = try db.prepare("SELECT GID FROM OGH_GLOBALID WHERE TBL = ? AND PK = ?")
+        var out: [ManagedObjectID: UUID] = [:]
+        for id in ids {
+            guard let pk = id.primaryKey, let table = historyTable(for: id.entity, history) else { continue }
+            try statement.forEachRow([.integer(Int64(table.number)), .integer(pk)]) { row in
+                if let text = row.column(0).stringValue, let gid = UUID(uuidString: text) { out[id] = gid }
+            }
+        }
+        return out
+    }
+
+    /// The ID of the live object this store holds under `globalIdentifier`, if any.
+    func historyObjectID(forGlobalIdentifier globalIdentifier: UUID) throws -> ManagedObjectID? {
+        lock.lock(); defer { lock.unlock() }
+        guard let history else { return nil }
+        let (db, schema) = try openConnection()
+        guard let row = try db.query("SELECT TBL, PK FROM OGH_GLOBALID WHERE GID = ? AND DEAD = 0", [.text(globalIdentifier.uuidString)]).first,
+              let number = row[0].int64Value, let pk = row[1].int64Value,
+              let table = history.tables.first(where: { $0.number == Int(number) }) else { return nil }
+        // The row's own entity (a sub-entity shares its root's table).
+        guard let ent = try db.query("SELECT Z_ENT FROM \(table.name) WHERE Z_PK = ?", [.integer(pk)]).first?.first?.int64Value,
+              let mapping = schema.entity(numbered: Int(ent)) else { return nil }
+        return ManagedObjectID(entity: mapping.entity, storeIdentifier: identifier, primaryKey: pk)
+    }
+
+    // MARK: - Reading history
+
+    /// The position of the newest recorded change (nil without history).
+    func historyCurrentToken() throws -> PersistentHistoryToken? {
+        lock.lock(); defer { lock.unlock() }
+        guard history != nil else { return nil }
+        let (db, _) = try openConnection()
+        let position = try db.query("SELECT seq FROM sqlite_sequence WHERE name = 'OGH_CHANGE'").first?.first?.int64Value ?? 0
+        return PersistentHistoryToken(storeIdentifier: identifier, position: position)
+    }
+
+    private func requireHistory() throws -> SQLiteHistorySchema {
+        if let history { return history }
+        if let historyProblem { throw historyProblem }
+        throw CoreDataError(.persistentStoreOperation, "persistent history is not on in the store at \(url?.path ?? "?") (open it with \(Self.persistentHistoryTrackingKey))",
+                            userInfo: [CoreDataError.filePathErrorKey: url?.path ?? ""])
+    }
+
+    private func position(of token: PersistentHistoryToken) throws -> Int64 {
+        guard token.storeIdentifier == identifier else {
+            throw CoreDataError(.persistentStoreOperation,
+                                "the history token \(token) belongs to store \(token.storeIdentifier), not to the store at \(url?.path ?? "?") (\(identifier))",
+                                userInfo: [CoreDataError.filePathErrorKey: url?.path ?? ""])
+        }
+        return token.position
+    }
+
+    func historyExecute(_ request: PersistentHistoryChangeRequest) throws -> PersistentHistoryResult {
+        lock.lock(); defer { lock.unlock() }
+        let history = try requireHistory()
+        let (db, schema) = try openConnection()
+        switch request.operation {
+        case .fetchAfterToken(let token):
+            let after = try token.map(position(of:)) ?? 0
+            let purged = try db.query("SELECT VALUE FROM OGH_META WHERE KEY = 'purgedThrough'").first?.first?.int64Value ?? 0
+            if after < purged {
+                throw CoreDataError(.persistentHistoryTokenExpired,
+                                    "the history after position \(after) of the store at \(url?.path ?? "?") was deleted (through position \(purged))",
+                                    userInfo: [CoreDataError.filePathErrorKey: url?.path ?? ""])
+            }
+            return .transactions(try readHistory(db, schema: schema, history: history, where: "c.ID > ?", [.integer(after)], request: request))
+        case .fetchAfterDate(let date):
+            let first = try db.query("""
+                SELECT min(c.ID) FROM OGH_CHANGE c LEFT JOIN OGH_TRANSACTION t ON t.TX = c.TX \
+                WHERE coalesce(t.TIMESTAMP, c.TIMESTAMP) >= ?
+                """, [.real(date.timeIntervalSinceReferenceDate)]).first?.first?.int64Value
+            guard let first else { return .transactions([]) }
+            return .transactions(try readHistory(db, schema: schema, history: history, where: "c.ID >= ?", [.integer(first)], request: request))
+        case .deleteThroughToken(let token):
+            return .deleted(try deleteHistory(through: try position(of: token), db: db))
+        case .deleteBeforeDate(let date):
+            let last = try db.query("""
+                SELECT max(c.ID) FROM OGH_CHANGE c LEFT JOIN OGH_TRANSACTION t ON t.TX = c.TX \
+                WHERE coalesce(t.TIMESTAMP, c.TIMESTAMP) < ?
+                """, [.real(date.timeIntervalSinceReferenceDate)]).first?.first?.int64Value
+            guard let last else { return .deleted(0) }
+            return .deleted(try deleteHistory(through: last, db: db))
+        }
+    }
+
+    private func deleteHistory(through position: Int64, db: SQLiteConnection) throws -> Int {
+        try ensureWritable("delete persistent history")
+        return try db.transaction {
+            try db.run("DELETE FROM OGH_CHANGE WHERE ID <= ?", [.integer(position)])
+            let deleted = db.changes
+            try db.run("DELETE FROM OGH_TRANSACTION WHERE NOT EXISTS (SELECT 1 FROM OGH_CHANGE c WHERE c.TX = OGH_TRANSACTION.TX)")
+            try db.run("UPDATE OGH_META SET VALUE = max(VALUE, ?) WHERE KEY = 'purgedThrough'", [.integer(position)])
+            return deleted
+        }
+    }
+
+    /// Reads change rows in order and groups them into transactions: rows
+    /// of one ObjectGraph save share a transaction number; consecutive rows
+    /// without one (foreign writers) form one transaction.
+    private func readHistory(_ db: SQLiteConnection, schema: SQLiteSchema, history: SQLiteHistorySchema,
+                             where condition: String, _ values: [SQLiteValue], request: PersistentHistoryChangeRequest) throws -> [PersistentHistoryTransaction] {
+        let decoder = SQLiteHistoryDecoder(store: self, schema: schema, history: history, db: db)
+        let sql = """
+            SELECT c.ID, c.TX, coalesce(t.TIMESTAMP, c.TIMESTAMP), t.AUTHOR, t.CONTEXTNAME, c.KIND, c.ENT, c.PK, c.GID, c.MASK, \
+            \(history.valueColumns.map { "c.\($0)" }.joined(separator: ", ")) \
+            FROM OGH_CHANGE c LEFT JOIN OGH_TRANSACTION t ON t.TX = c.TX WHERE \(condition) ORDER BY c.ID
+            """
+        var transactions: [PersistentHistoryTransaction] = []
+        var currentTX: Int64?? = .none   // .none: no transaction open yet
+        var open: (timestamp: Date, author: String?, contextName: String?, last: Int64)?
+        func close() throws {
+            guard let open, let tx = currentTX else { return }
+            var transaction = PersistentHistoryTransaction(token: PersistentHistoryToken(storeIdentifier: identifier, position: open.last),
+                                                           transactionNumber: tx, timestamp: open.timestamp, author: open.author,
+                                                           contextName: open.contextName, changes: decoder.finishTransaction())
+            if let names = request.entityNames {
+                transaction.changes = transaction.changes.filter { names.contains($0.entity.name) }
+                if transaction.changes.isEmpty { return }
+            }
+            if try request.accepts(transaction) { transactions.append(transaction) }
+        }
+        let statement = try db.prepareUncached(sql)
+        try statement.forEachRow(values) { row in
+            let id = row.column(0).int64Value ?? 0
+            let tx = row.column(1).int64Value
+            if currentTX == nil || currentTX! != tx {
+                try close()
+                currentTX = .some(tx)
+                open = (Date(timeIntervalSinceReferenceDate: row.column(2).doubleValue ?? 0), row.column(3).stringValue, row.column(4).stringValue, id)
+            }
+            open?.last = id
+            try decoder.add(row: row, id: id)
+        }
+        try close()
+        return transactions
+    }
+}
