@@ -35,6 +35,7 @@ public final class KeyedArchiveReader {
     /// Parses `data` as a keyed archive.
     public init(data: Data, source: String) throws {
         self.source = source
+        if let problem = BinaryPlistPrecheck.problem(in: data) { throw KeyedArchiveReader.corrupt(source, problem) }
         let plist: Any
         do {
             plist = try PropertyListSerialization.propertyList(from: data, options: [], format: nil)
@@ -192,9 +193,18 @@ public final class KeyedArchiveReader {
             guard let url = URL(string: relative, relativeTo: base) else { throw corrupt("URL \(uid) '\(relative)' is not a URL") }
             return url
         case "NSDecimalNumber", "NSDecimalNumberPlaceholder":
-            // Archived as its string form when written by Foundation's coder.
-            if object.has("NS.string"), let d = Decimal(string: try object.rawString("NS.string"), locale: Locale(identifier: "en_US_POSIX")) { return d }
-            throw corrupt("decimal number \(uid) is archived in a form not decoded (keys: \(object.keys.sorted().joined(separator: ", ")))")
+            // Exponent, sign and a 128-bit mantissa of 16-bit words (NS.mantissa.bo 1: little-endian).
+            let bytes = [UInt8](try object.rawData("NS.mantissa"))
+            let exponent = try object.integer("NS.exponent", in: -128...127)
+            let bigEndian = object.has("NS.mantissa.bo") ? try object.integer("NS.mantissa.bo") == 0 : false
+            var magnitude = Decimal(0), scale = Decimal(1)
+            for i in stride(from: 0, to: min(bytes.count, 16) & ~1, by: 2) {
+                let word = bigEndian ? UInt16(bytes[i]) << 8 | UInt16(bytes[i + 1]) : UInt16(bytes[i + 1]) << 8 | UInt16(bytes[i])
+                magnitude += Decimal(Int(word)) * scale
+                scale *= 65536
+            }
+            let value = Decimal(sign: try object.bool("NS.negative") ? .minus : .plus, exponent: exponent, significand: magnitude)
+            return value
         default:
             return object
         }
