@@ -191,7 +191,8 @@ import Testing
         name.defaultValue = "Anon"
         name.isIndexed = true
         name.userInfo = ["k": "v"]
-        name.setValidationPredicates(["SELF != 'root'"], withValidationWarnings: ["no root"])
+        // Predicates come back in canonical format, so the model uses it.
+        name.setValidationPredicates(["SELF != \"root\""], withValidationWarnings: ["no root"])
         let born = AttributeDescription(name: "born", type: .date)
         born.minDate = Date(timeIntervalSinceReferenceDate: -1000)
         born.defaultValue = Date(timeIntervalSinceReferenceDate: 5)
@@ -202,12 +203,12 @@ import Testing
         let level = AttributeDescription(name: "level", type: .integer16)
         level.defaultValue = Int16(3)
         level.maxValue = 10
-        level.isTransient = true
         let photo = AttributeDescription(name: "photo", type: .binaryData)
         photo.allowsExternalBinaryDataStorage = true
         photo.maxLength = 1000
         let token = AttributeDescription(name: "token", type: .uuid)
         token.defaultValue = UUID(uuidString: "12345678-1234-1234-1234-123456789ABC")
+        token.isTransient = true
         let home = AttributeDescription(name: "home", type: .uri)
         home.defaultValue = URL(string: "https://example.com/a")
         let ratio = AttributeDescription(name: "ratio", type: .float)

@@ -321,6 +321,11 @@ public struct ArchivedObject {
         guard let raw = fields[key] else { throw wrong(key, "present") }
         if let s = raw as? String { return s }
         if let d = raw as? Data, let s = String(data: d, encoding: .utf8) { return s }
+        // NSURL archives NS.relative as a reference to a string object.
+        if let uid = KeyedArchiveReader.uid(raw) {
+            try reader.check(uid, "\(className).\(key)")
+            if let s = reader.rawObject(uid) as? String { return s }
+        }
         throw wrong(key, "a string")
     }
 
