@@ -25,6 +25,14 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
+        // Core Data compresses the model it caches in a SQLite store
+        // (Z_MODELCACHE) with raw deflate; see docs/COMPILED-MODELS.md.
+        .systemLibrary(
+            name: "CZlib",
+            path: "Sources/CZlib",
+            pkgConfig: "zlib",
+            providers: [.apt(["zlib1g-dev"])]
+        ),
         .systemLibrary(
             name: "CLibUV",
             path: "Sources/CLibUV",
@@ -35,6 +43,7 @@ let package = Package(
             name: "ObjectGraph",
             dependencies: [
                 "CSQLite",
+                "CZlib",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swift5

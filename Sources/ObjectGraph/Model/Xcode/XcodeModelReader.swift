@@ -63,13 +63,17 @@ public enum XcodeModelReader {
 
 extension ManagedObjectModel {
     /// Reads an Xcode model: a `.xcdatamodeld` bundle (current version), a
-    /// `.xcdatamodel` folder or a `contents` file (MOM-IN-01).
+    /// `.xcdatamodel` folder or a `contents` file (MOM-IN-01); or a compiled
+    /// one: a `.mom` file or a `.momd` folder (its current version).
     ///
     /// ```swift
     /// let model = try ManagedObjectModel(contentsOf: URL(fileURLWithPath: "Company.xcdatamodeld"))
     /// ```
     public convenience init(contentsOf url: URL) throws {
-        let read = try XcodeModelReader.read(contentsOf: url)
+        // Compiled models (.mom, .momd) are keyed archives, not Xcode's XML.
+        let read = CompiledModelBundle.isCompiledModel(url)
+            ? try CompiledModelBundle.read(contentsOf: url)
+            : try XcodeModelReader.read(contentsOf: url)
         self.init()
         // Adopt the read model's contents: a convenience init cannot return it.
         let copy = read.copy()

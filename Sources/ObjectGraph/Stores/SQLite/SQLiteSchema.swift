@@ -49,13 +49,17 @@ public struct SQLiteSchema {
     }
 
     /// A many-to-many join table: `firstColumn` holds primary keys of
-    /// `relationship`'s entity, `secondColumn` those of its destination.
+    /// `relationship`'s entity, `secondColumn` those of its destination
+    /// (`REFLEXIVE` when the relationship is its own inverse).
     public struct JoinTable {
         public let name: String
         public let firstColumn: String
         public let secondColumn: String
         /// Present when the relationship (or its inverse) is ordered.
         public let orderColumn: String?
+        /// The second order column, present only when both sides are ordered
+        /// (`FOK_REFLEXIVE` for an ordered self-inverse relationship).
+        public var inverseOrderColumn: String? = nil
         public let relationship: RelationshipDescription
     }
 
@@ -284,20 +288,55 @@ public struct SQLiteSchema {
             }
         }
 
-        // Many-to-many join tables: the side with the lower (entity number,
-        // relationship name) names the table, as Z_8REPOSITORIES shows.
-        for e in ordered {
-            for case let rel as RelationshipDescription in e.directProperties where !rel.isTransient && rel.isToMany {
-                guard let inverse = rel.inverseRelationship, inverse.isToMany, let destination = rel.destinationEntity,
-                      isIncluded(destination), let inverseOwner = inverse.entity else { continue }
-                let mine = (number(e), rel.name)
-                let theirs = (number(inverseOwner), inverse.name)
-                guard mine < theirs || (mine == theirs && rel === inverse) else { continue }
-                let table = "Z_\(number(e))\(rel.name.uppercased())"
-                let first = "Z_\(number(e))\(inverse.name.uppercased())"
-                let second = "Z_\(number(inverseOwner))\(rel.name.uppercased())"
-                let orderColumn = (rel.isOrdered || inverse.isOrdered) ? "Z_FOK_\(number(inverseOwner))\(rel.name.uppercased())" : nil
-                joinTables.append(JoinTable(name: table, firstColumn: first, secondColumn: second, orderColumn: orderColumn, relationship: rel))
+        // Many-to-many join tables, named as Core Data's SQL model names them
+        // (docs/SQLITE-LAYOUT.md, "Many-to-many join tables"). Core Data visits
+        // the entities in name order, each with its inherited relationships,
+        // and the first side of a pair it meets names the table after its
+        // declaring entity: so an entity number does not decide (Photos'
+        // Z_29ALBUMLISTS is named by GenericAlbum, met through its sub-entity
+        // Album before AlbumList(2)), a sub-entity's name can.
+        // Within one entity Core Data goes in the order of a private hash
+        // table, which cannot be reproduced here; reverse name order stands
+        // in for it, as it gives the reported Z_2BLOCKING for blockedBy/blocking.
+        // Join column names are made unique across all join tables in the same
+        // walk (Photos' Z_3KEYASSETS1), the inverse's column first.
+        var joinColumns: Set<String> = []
+        func uniqueJoinColumn(_ base: String) -> String {
+            if joinColumns.insert(base).inserted { return base }
+            var n = 1
+            while !joinColumns.insert("\(base)\(n)").inserted { n += 1 }
+            return "\(base)\(n)"
+        }
+        var paired: Set<ObjectIdentifier> = []
+        for e in entities.sorted(by: { $0.name < $1.name }) {
+            let manyToMany = e.properties.compactMap { $0 as? RelationshipDescription }.filter { rel in
+                guard !rel.isTransient, rel.isToMany, let inverse = rel.inverseRelationship, inverse.isToMany,
+                      isIncluded(rel.destinationEntity), isIncluded(inverse.entity), isIncluded(rel.entity) else { return false }
+                return true
+            }
+            for rel in manyToMany.sorted(by: { $0.name > $1.name }) where !paired.contains(ObjectIdentifier(rel)) {
+                let inverse = rel.inverseRelationship!
+                paired.insert(ObjectIdentifier(rel))
+                paired.insert(ObjectIdentifier(inverse))
+                let owner = number(rel.entity!), inverseOwner = number(inverse.entity!)
+                let table = "Z_\(owner)\(rel.name.uppercased())"
+                if rel === inverse {
+                    // A self-inverse relationship keeps one column per side,
+                    // the destination's named REFLEXIVE (Photos' Z_45MERGECANDIDATES).
+                    let column = uniqueJoinColumn(table)
+                    let order = rel.isOrdered ? uniqueJoinColumn("Z_FOK_\(owner)\(rel.name.uppercased())") : nil
+                    joinTables.append(JoinTable(name: table, firstColumn: column, secondColumn: "REFLEXIVE", orderColumn: order,
+                                                inverseOrderColumn: rel.isOrdered ? "FOK_REFLEXIVE" : nil, relationship: rel))
+                    continue
+                }
+                // Each side's column is named after the relationship that
+                // reaches it, with its own entity's number.
+                let second = uniqueJoinColumn("Z_\(inverseOwner)\(rel.name.uppercased())")
+                let secondOrder = rel.isOrdered ? uniqueJoinColumn("Z_FOK_\(inverseOwner)\(rel.name.uppercased())") : nil
+                let first = uniqueJoinColumn("Z_\(owner)\(inverse.name.uppercased())")
+                let firstOrder = inverse.isOrdered ? uniqueJoinColumn("Z_FOK_\(owner)\(inverse.name.uppercased())") : nil
+                joinTables.append(JoinTable(name: table, firstColumn: first, secondColumn: second, orderColumn: firstOrder ?? secondOrder,
+                                            inverseOrderColumn: firstOrder == nil ? nil : secondOrder, relationship: rel))
             }
         }
 
@@ -363,6 +402,7 @@ public struct SQLiteSchema {
     public static func createTableSQL(_ join: JoinTable) -> String {
         var columns = ["\(join.firstColumn) INTEGER", "\(join.secondColumn) INTEGER"]
         if let order = join.orderColumn { columns.append("\(order) INTEGER") }
+        if let order = join.inverseOrderColumn { columns.append("\(order) INTEGER") }
         return "CREATE TABLE \(join.name) ( " + columns.joined(separator: ", ")
             + ", PRIMARY KEY (\(join.firstColumn), \(join.secondColumn)) )"
     }
@@ -402,7 +442,8 @@ public struct SQLiteSchema {
         }
         for table in tables { check(table.name, table.columns.map { ($0.name, $0.sqlType) }) }
         for join in joinTables {
-            check(join.name, [(join.firstColumn, "INTEGER"), (join.secondColumn, "INTEGER")] + (join.orderColumn.map { [($0, "INTEGER")] } ?? []))
+            check(join.name, [(join.firstColumn, "INTEGER"), (join.secondColumn, "INTEGER")]
+                  + [join.orderColumn, join.inverseOrderColumn].compactMap { $0.map { ($0, "INTEGER") } })
         }
         for bookkeeping in ["Z_PRIMARYKEY", "Z_METADATA"] where fileTables[bookkeeping] == nil {
             out.append("missing table \(bookkeeping)")
