@@ -83,9 +83,11 @@ struct PredicateGenerator {
         case 11: return .function("now", [])
         case 12: return .evaluatedObject
         default:
+            // BETWEEN takes a two-element range: a lone constant is a syntax error.
+            let op = pick(FetchComparison.Operator.allCases)
+            let bound: FetchExpression = op == .between ? .aggregate([.constant(constant()), .constant(constant())]) : .constant(constant())
             return .member(.subquery(collection: .key("friends"), variable: "f",
-                                     predicate: .compare(.member(.variable("f"), [pick(["name", "age"])]),
-                                                         pick(FetchComparison.Operator.allCases), .constant(constant()))),
+                                     predicate: .compare(.member(.variable("f"), [pick(["name", "age"])]), op, bound)),
                            ["@count"])
         }
     }
