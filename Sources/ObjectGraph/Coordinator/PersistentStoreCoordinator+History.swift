@@ -52,6 +52,41 @@ extension PersistentStoreCoordinator {
         }
     }
 
+    /// Posted (object: the coordinator) when `checkForRemoteChanges()` finds
+    /// that another connection or process committed to a store that records
+    /// history (Core Data's `NSPersistentStoreRemoteChange`), with the
+    /// store's URL under `persistentStoreURLKey` and its newest token under
+    /// `persistentHistoryTokenKey`.
+    public static let persistentStoreRemoteChangeNotification = Notification.Name("NSPersistentStoreRemoteChangeNotification")
+    public static let persistentStoreURLKey = "storeURL"
+    public static let persistentHistoryTokenKey = "historyToken"
+
+    /// Looks at each store that records history for commits made by other
+    /// connections or processes since the last look (SQLite's
+    /// `PRAGMA data_version`, confirmed by the history position) and posts
+    /// `persistentStoreRemoteChangeNotification` for each store that has
+    /// some. ObjectGraph has no event loop: call it when the store's files
+    /// change (the daemon does, from its file watcher) or on a timer.
+    ///
+    /// ```swift
+    /// NotificationCenter.default.addObserver(forName: PersistentStoreCoordinator.persistentStoreRemoteChangeNotification,
+    ///                                        object: coordinator, queue: nil) { note in … }
+    /// let changed = try coordinator.checkForRemoteChanges()
+    /// ```
+    /// - Returns: the stores that had remote changes.
+    @discardableResult
+    public func checkForRemoteChanges() throws -> [PersistentStore] {
+        var changed: [PersistentStore] = []
+        for case let store as SQLiteStore in persistentStores where store.recordsPersistentHistory {
+            guard let token = try store.noticeRemoteCommit() else { continue }
+            changed.append(store)
+            var info: [String: Any] = [Self.persistentHistoryTokenKey: token]
+            if let url = store.url { info[Self.persistentStoreURLKey] = url }
+            NotificationCenter.default.post(name: Self.persistentStoreRemoteChangeNotification, object: self, userInfo: info)
+        }
+        return changed
+    }
+
     /// The global identifiers of objects, asked of the stores that hold them.
     public func globalIdentifiers(for ids: [ManagedObjectID]) throws -> [ManagedObjectID: UUID] {
         var byStore: [String: [ManagedObjectID]] = [:]

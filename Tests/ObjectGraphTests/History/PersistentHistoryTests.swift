@@ -286,4 +286,44 @@ import Testing
         #expect(after == before)
         #expect(try RawSQLite.query(url.path, "PRAGMA integrity_check").first?.first?.text == "ok")
     }
+
+    /// Another connection's and another process's commits are noticed and
+    /// posted as remote changes with the store URL and the newest token;
+    /// this coordinator's own saves are not.
+    @Test func remoteChangesArePostedWithTheNewestToken() async throws {
+        let url = try newURL()
+        let (coordinator, context) = try HistoryModel.stack(url)
+        let (_, other) = try HistoryModel.stack(url)
+        nonisolated(unsafe) var posted: [[AnyHashable: Any]] = []
+        let observer = NotificationCenter.default.addObserver(forName: PersistentStoreCoordinator.persistentStoreRemoteChangeNotification,
+                                                              object: coordinator, queue: nil) { posted.append($0.userInfo ?? [:]) }
+        defer { NotificationCenter.default.removeObserver(observer) }
+        try context.performAndWait {
+            try context.insertNewObject(forEntityName: "Tag").setValue("own", forKey: "name")
+            try context.save()
+        }
+        #expect(try coordinator.checkForRemoteChanges().isEmpty)
+        try other.performAndWait {
+            try other.insertNewObject(forEntityName: "Tag").setValue("theirs", forKey: "name")
+            try other.save()
+        }
+        #expect(try coordinator.checkForRemoteChanges().count == 1)
+        let token = try #require(posted.last?[PersistentStoreCoordinator.persistentHistoryTokenKey] as? PersistentHistoryToken)
+        #expect(token == (try coordinator.currentPersistentHistoryToken(fromStores: nil)))
+        #expect(posted.last?[PersistentStoreCoordinator.persistentStoreURLKey] as? URL == url)
+        #expect(try coordinator.checkForRemoteChanges().isEmpty)   // nothing new since
+
+        let path = url.path
+        await #expect(processExitsWith: .success) { [path = path as String] in
+            let (_, child) = try HistoryModel.stack(URL(fileURLWithPath: path))
+            try child.performAndWait {
+                try child.insertNewObject(forEntityName: "Tag").setValue("child", forKey: "name")
+                try child.save()
+            }
+        }
+        #expect(try coordinator.checkForRemoteChanges().count == 1)
+        #expect(posted.count == 2)
+        let names = try context.execute(.fetchHistory(after: token)).transactions.flatMap(\.changes).compactMap { $0.values["name"]?.newValue as? String }
+        #expect(names == ["child"])
+    }
 }

@@ -24,6 +24,7 @@ extension SQLiteStore {
                 try checkHistory(db, layout: layout)
                 if wanted && !isReadOnly { try installTriggers(db, layout: layout, onlyMissing: true) }
                 history = layout
+                lastSeenDataVersion = try db.dataVersion()
             } catch let problem as CoreDataError {
                 if wanted { throw problem }
                 historyProblem = problem
@@ -42,6 +43,7 @@ extension SQLiteStore {
             try installTriggers(db, layout: layout, onlyMissing: false)
         }
         history = layout
+        lastSeenDataVersion = try db.dataVersion()
     }
 
     private func checkHistory(_ db: SQLiteConnection, layout: SQLiteHistorySchema) throws {
@@ -212,6 +214,21 @@ extension SQLiteStore {
         let (db, _) = try openConnection()
         let position = try db.query("SELECT seq FROM sqlite_sequence WHERE name = 'OGH_CHANGE'").first?.first?.int64Value ?? 0
         return PersistentHistoryToken(storeIdentifier: identifier, position: position)
+    }
+
+    /// The newest token when another connection committed history since
+    /// the last call (the first call only records where things stand).
+    func noticeRemoteCommit() throws -> PersistentHistoryToken? {
+        lock.lock(); defer { lock.unlock() }
+        guard history != nil else { return nil }
+        let (db, _) = try openConnection()
+        let version = try db.dataVersion()
+        defer { lastSeenDataVersion = version }
+        guard let seen = lastSeenDataVersion, seen != version else { return nil }
+        let token = try historyCurrentToken()
+        defer { lastSeenRemoteToken = token }
+        // data_version also moves for commits that recorded nothing new.
+        return token != lastSeenRemoteToken ? token : nil
     }
 
     private func requireHistory() throws -> SQLiteHistorySchema {

@@ -38,6 +38,9 @@ public final class SQLiteStore: PersistentStore {
     /// (`SQLiteStore+History.swift`), and why not when its history is damaged.
     var history: SQLiteHistorySchema?
     var historyProblem: CoreDataError?
+    /// What `noticeRemoteCommit()` saw last.
+    var lastSeenDataVersion: Int64?
+    var lastSeenRemoteToken: PersistentHistoryToken?
     /// Serialises calls: a connection and its cached statements are not thread-safe.
     let lock = NSRecursiveLock()
 
