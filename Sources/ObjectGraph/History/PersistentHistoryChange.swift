@@ -21,12 +21,18 @@ public struct PersistentHistoryValueChange: @unchecked Sendable {
     public var newValue: Any?
     public var addedMembers: [UUID]
     public var removedMembers: [UUID]
+    /// For an ordered to-many whose inverse is a to-one: the new 1-based
+    /// position of each member whose position was written (Core Data keeps
+    /// it in the member's row, `Z_FOK_`). Members not named keep theirs.
+    public var memberPositions: [UUID: Int]
 
-    public init(oldValue: Any? = nil, newValue: Any? = nil, addedMembers: [UUID] = [], removedMembers: [UUID] = []) {
+    public init(oldValue: Any? = nil, newValue: Any? = nil, addedMembers: [UUID] = [], removedMembers: [UUID] = [],
+                memberPositions: [UUID: Int] = [:]) {
         self.oldValue = oldValue
         self.newValue = newValue
         self.addedMembers = addedMembers
         self.removedMembers = removedMembers
+        self.memberPositions = memberPositions
     }
 }
 

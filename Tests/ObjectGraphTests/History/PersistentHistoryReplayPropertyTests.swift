@@ -11,7 +11,8 @@ import Testing
 /// gives a store equal to the original, compared object by object by
 /// global identifier. Reproducible from the printed seed.
 @Suite struct PersistentHistoryReplayPropertyTests {
-    static let entities = ["Owner", "Item", "SpecialItem", "Tag"]
+    static let entities = ["Owner", "Item", "SpecialItem", "Tag", "Part"]
+    static let roots = ["Owner", "Item", "Tag", "Part"]
 
     // MARK: Writers
 
@@ -43,9 +44,7 @@ import Testing
             for _ in 0..<batches {
                 context.reset()
                 var all: [String: [ManagedObject]] = [:]
-                for name in ["Owner", "Item", "Tag"] {
-                    let request = FetchRequest(entityName: name)
-                    request.sortDescriptors = [FetchSortDescriptor(key: "objectID", ascending: true)]
+                for name in roots {
                     all[name] = try context.fetch(FetchRequest(entityName: name)).sorted { ($0.objectID.primaryKey ?? 0) < ($1.objectID.primaryKey ?? 0) }
                 }
                 // Deleted objects (an inserted one that is deleted is not `isDeleted`, it is gone).
@@ -56,7 +55,21 @@ import Testing
                     return object.isDeleted || gone.contains(ObjectIdentifier(object)) ? nil : object
                 }
                 for _ in 0..<Int.random(in: 2...8, using: &rng) {
-                    switch Int.random(in: 0..<10, using: &rng) {
+                    switch Int.random(in: 0..<12, using: &rng) {
+                    case 10, 11:
+                        // The ordered to-many: insert at a position, move, or remove.
+                        guard let owner = any("Owner") else { continue }
+                        let part: ManagedObject
+                        if let existing = any("Part"), Bool.random(using: &rng) { part = existing } else {
+                            part = try context.insertNewObject(forEntityName: "Part")
+                            try part.setValue(randomValue(.string, &rng), forKey: "name")
+                            all["Part", default: []].append(part)
+                        }
+                        let parts = try owner.mutableSetValue(forKey: "parts")
+                        let count = (try owner.value(forKey: "parts") as? [ManagedObject])?.count ?? 0
+                        if Int.random(in: 0..<4, using: &rng) == 0 { try parts.remove(part) } else {
+                            try parts.insert(part, at: Int.random(in: 0...count, using: &rng))
+                        }
                     case 0, 1:
                         let name = entities[Int.random(in: 0..<entities.count, using: &rng)]
                         let object = try context.insertNewObject(forEntityName: name)
@@ -83,7 +96,7 @@ import Testing
                         guard let owner = any("Owner") else { continue }
                         try owner.setValue(randomValue(.string, &rng), forKey: "name")
                     default:
-                        let name = ["Owner", "Item", "Tag"][Int.random(in: 0..<3, using: &rng)]
+                        let name = roots[Int.random(in: 0..<roots.count, using: &rng)]
                         guard let victim = any(name) else { continue }
                         if name == "Tag" {
                             // `watched` has no inverse: nothing removes a deleted tag from it but the app
@@ -140,7 +153,10 @@ import Testing
                 return try context.existingObject(withGlobalIdentifier: gid)
             }
             var inserted: [UUID: ManagedObject] = [:]
+            // Known positions in ordered to-manys: owner → relationship → member → position.
+            var positions: [UUID: [String: [UUID: Int]]] = [:]
             for transaction in transactions {
+                var reorder: [(UUID, String)] = []
                 inserted = [:]
                 for change in transaction.changes where change.changeType == .insert {
                     let copy = try context.insertNewObject(forEntityName: change.entity.name)
@@ -156,7 +172,12 @@ import Testing
                         case let rel as RelationshipDescription where !rel.isToMany:
                             try target.setValue(try object(value.newValue as? UUID), forKey: name)
                         case let rel as RelationshipDescription:
-                            // A to-many kept by its inverse to-one follows from that to-one.
+                            // A to-many kept by its inverse to-one follows from that to-one;
+                            // an ordered one takes the positions its members' rows recorded.
+                            if rel.isOrdered && !value.memberPositions.isEmpty {
+                                positions[change.globalIdentifier, default: [:]][name, default: [:]].merge(value.memberPositions) { $1 }
+                                reorder.append((change.globalIdentifier, name))
+                            }
                             if let inverse = rel.inverseRelationship, !inverse.isToMany { continue }
                             let set = try target.mutableSetValue(forKey: name)
                             for gid in value.addedMembers { if let member = try object(gid) { try set.insert(member) } }
@@ -167,6 +188,18 @@ import Testing
                 }
                 for change in transaction.changes where change.changeType == .delete {
                     if let target = try object(change.globalIdentifier) { context.delete(target) }
+                }
+                for (ownerGID, name) in reorder {
+                    guard let owner = try object(ownerGID), !owner.isDeleted else { continue }
+                    let known = positions[ownerGID]?[name] ?? [:]
+                    let gids = try context.persistentStoreCoordinator.globalIdentifiers(for: (try owner.value(forKey: name) as? [ManagedObject] ?? []).map(\.objectID))
+                    let members = try owner.value(forKey: name) as? [ManagedObject] ?? []
+                    let sorted = members.enumerated().sorted { a, b in
+                        let pa = (gids[a.element.objectID] ?? inserted.first { $0.value === a.element }?.key).flatMap { known[$0] } ?? Int.max
+                        let pb = (gids[b.element.objectID] ?? inserted.first { $0.value === b.element }?.key).flatMap { known[$0] } ?? Int.max
+                        return (pa, a.offset) < (pb, b.offset)
+                    }.map(\.element)
+                    try owner.setValue(sorted, forKey: name)
                 }
                 try context.save()
                 context.reset()
@@ -182,7 +215,7 @@ import Testing
         try context.performAndWait {
             context.reset()
             var out: [UUID: [String: String]] = [:]
-            for name in ["Owner", "Item", "Tag"] {
+            for name in roots {
                 let objects = try context.fetch(FetchRequest(entityName: name))
                 let gids = try context.persistentStoreCoordinator.globalIdentifiers(for: objects.map(\.objectID))
                 func gid(_ object: Any?) -> String {
@@ -196,7 +229,8 @@ import Testing
                         switch property {
                         case let rel as RelationshipDescription where rel.isToMany:
                             let members = (value as? Set<ManagedObject>).map(Array.init) ?? (value as? [ManagedObject]) ?? []
-                            fields[property.name] = members.map(gid).sorted().joined(separator: ",")
+                            let listed = members.map(gid)
+                            fields[property.name] = (rel.isOrdered ? listed : listed.sorted()).joined(separator: ",")
                         case is RelationshipDescription:
                             fields[property.name] = gid(value)
                         default:
@@ -267,10 +301,10 @@ import Testing
         for type in [PersistentHistoryChangeType.insert, .update, .delete] {
             #expect(changes.contains { $0.changeType == type }, "seed \(seed): no \(type)")
         }
-        for property in ["tags", "watched", "owner", "items"] {
+        for property in ["tags", "watched", "owner", "items", "parts"] {
             #expect(changes.contains { $0.values[property] != nil }, "seed \(seed): no change of \(property)")
         }
-        print("history replay seed \(String(seed, radix: 16)): \(transactions.count) transactions, \(changes.count) changes")
+        print("history replay seed \(String(seed, radix: 16)): \(transactions.count) transactions, \(changes.count) changes, parts \(changes.filter { $0.entity.name == "Part" }.count), owners \(changes.filter { $0.entity.name == "Owner" }.count)")
         let copyURL = directory.appendingPathComponent("Replayed.sqlite")
         let (_, copy) = try HistoryModel.stack(copyURL, model: model)
         try Self.replay(transactions, into: copy)

@@ -3,7 +3,7 @@ import Foundation
 
 /// A model with an attribute of every stored type, inheritance, to-one,
 /// to-many, many-to-many and a to-many without inverse: what the history
-/// and sync tests write and compare.
+/// and sync tests write and compare, and an ordered to-many (`Owner.parts`).
 enum HistoryModel {
     /// Attribute names and types of `Item` (all optional).
     static let itemAttributes: [(String, AttributeType)] = [
@@ -17,6 +17,7 @@ enum HistoryModel {
         let item = EntityDescription(name: "Item")
         let special = EntityDescription(name: "SpecialItem")
         let tag = EntityDescription(name: "Tag")
+        let part = EntityDescription(name: "Part")
 
         func attribute(_ name: String, _ type: AttributeType) -> AttributeDescription {
             let a = AttributeDescription(name: name, type: type)
@@ -33,16 +34,22 @@ enum HistoryModel {
         tags.inverseRelationship = tagItems
         tagItems.inverseRelationship = tags
         let watched = RelationshipDescription(name: "watched", destination: tag, toMany: true)   // no inverse
-        for rel in [items, itemOwner, tags, tagItems, watched] { rel.deleteRule = .nullify }
+        let parts = RelationshipDescription(name: "parts", destination: part, toMany: true)   // ordered
+        parts.isOrdered = true
+        let partOwner = RelationshipDescription(name: "owner", destination: owner, toMany: false)
+        parts.inverseRelationship = partOwner
+        partOwner.inverseRelationship = parts
+        for rel in [items, itemOwner, tags, tagItems, watched, parts, partOwner] { rel.deleteRule = .nullify }
 
-        owner.properties = [ownerName, items]
+        owner.properties = [ownerName, items, parts]
+        part.properties = [attribute("name", .string), partOwner]
         item.properties = itemAttributes.map { attribute($0.0, $0.1) } + [itemOwner, tags, watched]
         special.properties = [attribute("level", .integer32)]
         item.subentities = [special]
         tag.properties = [attribute("name", .string), tagItems]
 
         let model = ManagedObjectModel()
-        model.entities = [owner, item, special, tag]
+        model.entities = [owner, item, special, tag, part]
         return model
     }
 

@@ -19,6 +19,9 @@ final class SQLiteHistoryDecoder {
         case toOne(RelationshipDescription, referencedTable: Int?)
         /// A to-many without inverse, kept as the owner's key on this row.
         case hiddenOwner(RelationshipDescription, referencedTable: Int?)
+        /// This row's position in the ordered to-many that is the inverse of
+        /// the to-one whose foreign key is tracked column `keyColumn`.
+        case position(RelationshipDescription, keyColumn: Int, referencedTable: Int?)
         case ignored
     }
     private struct EntityPlan {
@@ -87,8 +90,12 @@ final class SQLiteHistoryDecoder {
             var values: [String: PersistentHistoryValueChange] = [:]
             var changedNames: Set<String> = []
             var tombstone: [String: Any] = [:]
+            func changed(_ k: Int) -> Bool { kind != .update || (k < mask.count && mask[k] == "1") }
             for (k, meaning) in plan.columns.enumerated() {
-                if kind == .update, k >= mask.count || mask[k] != "1" { continue }
+                if case .position(_, let keyColumn, _) = meaning {
+                    // A new owner or a new position: either reports the position.
+                    if !changed(k) && !changed(keyColumn) { continue }
+                } else if !changed(k) { continue }
                 switch meaning {
                 case .ignored: continue
                 case .attribute(let attribute):
@@ -109,6 +116,12 @@ final class SQLiteHistoryDecoder {
                         if let before, before != after { memberChange(of: before, entity: destination, pk: nil, relationship: inverse.name, member: gid, added: false, id: id) }
                         if let after, before != after { memberChange(of: after, entity: destination, pk: nil, relationship: inverse.name, member: gid, added: true, id: id) }
                     }
+                case .position(let relationship, let keyColumn, let table):
+                    // The owner is the row's foreign key after the change, recorded with every update.
+                    guard kind != .delete, let position = new(k).int64Value, let inverse = relationship.inverseRelationship,
+                          let owner = try globalIdentifier(new(keyColumn), table: table) else { continue }
+                    memberPosition(of: owner, entity: relationship.destinationEntity, relationship: inverse.name, member: gid,
+                                   position: Int(position), id: id)
                 case .hiddenOwner(let relationship, let table):
                     guard let owner = relationship.entity else { continue }
                     let before = kind == .insert ? nil : try globalIdentifier(old(k), table: table)
@@ -196,6 +209,23 @@ final class SQLiteHistoryDecoder {
         entries[owner] = entry
     }
 
+    private func memberPosition(of owner: UUID, entity: EntityDescription?, relationship: String, member: UUID, position: Int, id: Int64) {
+        if entries[owner] == nil {
+            guard let entity else { return }
+            entries[owner] = Entry(changeID: id, type: .update,
+                                   objectID: ManagedObjectID(entity: entity, storeIdentifier: store.identifier, primaryKey: primaryKey(of: owner) ?? 0),
+                                   entity: entity)
+            order.append(owner)
+        }
+        guard var entry = entries[owner], entry.type != .delete else { return }
+        var change = entry.values[relationship] ?? PersistentHistoryValueChange()
+        change.memberPositions[member] = position
+        entry.values[relationship] = change
+        if entry.type == .update { entry.updated.insert(relationship) }
+        entry.changeID = max(entry.changeID, id)
+        entries[owner] = entry
+    }
+
     /// The changes of the transaction read so far, in the order their
     /// objects first changed; starts the next transaction.
     func finishTransaction() -> [PersistentHistoryChange] {
@@ -205,7 +235,7 @@ final class SQLiteHistoryDecoder {
             var values = e.values
             // Member lists that cancelled out are no change.
             for (name, change) in values where change.oldValue == nil && change.newValue == nil
-                && change.addedMembers.isEmpty && change.removedMembers.isEmpty && isToMany(name, e.entity) {
+                && change.addedMembers.isEmpty && change.removedMembers.isEmpty && change.memberPositions.isEmpty && isToMany(name, e.entity) {
                 values[name] = nil
             }
             var updated = e.updated
@@ -271,8 +301,14 @@ final class SQLiteHistoryDecoder {
                   let rel = owner.relationshipsByName[String(key[key.index(after: dot)...])] else { return nil }
             return (place.column, rel)
         }, uniquingKeysWith: { a, _ in a })
+        let tableColumns = schema.table(named: mapping.tableName)?.columns ?? []
         let columns: [ColumnMeaning] = table.columns.map { column in
             if let rel = hidden[column.name] { return .hiddenOwner(rel, referencedTable: column.referencedTable) }
+            if case .foreignOrder(let rel)? = tableColumns.first(where: { $0.name == column.name })?.role,
+               rel.entity.map({ mapping.entity.isKindOf(entity: $0) }) ?? false,
+               let keyName = mapping.columnsByProperty[rel.name], let keyColumn = table.columns.firstIndex(where: { $0.name == keyName }) {
+                return .position(rel, keyColumn: keyColumn, referencedTable: table.columns[keyColumn].referencedTable)
+            }
             switch propertyByColumn[column.name] {
             case let attribute as AttributeDescription: return .attribute(attribute)
             case let rel as RelationshipDescription: return .toOne(rel, referencedTable: column.referencedTable)

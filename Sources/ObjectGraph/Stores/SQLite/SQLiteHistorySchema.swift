@@ -49,6 +49,10 @@ struct SQLiteHistorySchema {
         let name: String
         /// For foreign keys: the root entity number of the destination's table.
         let referencedTable: Int?
+        /// A foreign key whose row also keeps its position in the owner's
+        /// ordered to-many (`Z_FOK_`): its new value is recorded with every
+        /// update, so a change of position names the owner.
+        var recordsNewAlways = false
     }
 
     struct TrackedTable {
@@ -85,12 +89,22 @@ struct SQLiteHistorySchema {
         var tables: [TrackedTable] = []
         for table in schema.tables {
             guard let number = rootNumber(ofTable: table.name) else { continue }
+            let ordered = Set(table.columns.compactMap { column -> ObjectIdentifier? in
+                if case .foreignOrder(let rel) = column.role { return ObjectIdentifier(rel) }
+                return nil
+            })
             let columns: [TrackedColumn] = table.columns.compactMap { column in
                 switch column.role {
                 case .primaryKey, .entity, .optimisticLock: return nil
-                case .foreignKey(let rel): return TrackedColumn(name: column.name, referencedTable: rootNumber(of: rel.destinationEntity))
+                case .foreignKey(let rel):
+                    return TrackedColumn(name: column.name, referencedTable: rootNumber(of: rel.destinationEntity),
+                                         recordsNewAlways: ordered.contains(ObjectIdentifier(rel)))
                 case .hiddenOwner(let rel): return TrackedColumn(name: column.name, referencedTable: rootNumber(of: rel.entity))
-                case .attribute, .foreignEntity, .foreignOrder: return TrackedColumn(name: column.name, referencedTable: nil)
+                case .foreignOrder:
+                    // Recorded with every update, so a member moving to another
+                    // owner at its old position still reports that position.
+                    return TrackedColumn(name: column.name, referencedTable: nil, recordsNewAlways: true)
+                case .attribute, .foreignEntity: return TrackedColumn(name: column.name, referencedTable: nil)
                 }
             }
             tables.append(TrackedTable(name: table.name, number: number, columns: columns))
@@ -180,7 +194,7 @@ struct SQLiteHistorySchema {
                 var values: [String] = []
                 for (column, changed) in zip(table.columns, differs) {
                     values.append("CASE WHEN \(changed) THEN \(value(column, "OLD")) END")
-                    values.append("CASE WHEN \(changed) THEN \(value(column, "NEW")) END")
+                    values.append(column.recordsNewAlways ? value(column, "NEW") : "CASE WHEN \(changed) THEN \(value(column, "NEW")) END")
                 }
                 let pairs = zip(o, n).flatMap { [$0, $1] }
                 let update = """
