@@ -11,6 +11,7 @@ let package = Package(
     name: "StoreSync",
     products: [
         .library(name: "ObjectGraph", targets: ["ObjectGraph"]),
+        .library(name: "StoreSync", targets: ["StoreSync"]),
         .executable(name: "storesyncctl", targets: ["storesyncctl"]),
         .executable(name: "storesync-bench", targets: ["storesync-bench"]),
     ],
@@ -46,6 +47,18 @@ let package = Package(
                 "CZlib",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
+            swiftSettings: swift5
+        ),
+        // The sync engine: ObjectGraph's public API only; no event loop,
+        // sockets or signals (those belong to storesyncd).
+        .target(
+            name: "StoreSync",
+            dependencies: ["ObjectGraph"],
+            swiftSettings: swift5
+        ),
+        .testTarget(
+            name: "StoreSyncTests",
+            dependencies: ["StoreSync", "ObjectGraph", "CSQLite"],
             swiftSettings: swift5
         ),
         .executableTarget(

@@ -20,6 +20,9 @@ public struct ContextChangeSet: @unchecked Sendable {
     public var deleted: [ObjectChange] = []
     public var contextName: String?
     public var transactionAuthor: String?
+    /// For each store (by identifier) whose persistent history recorded this
+    /// save: the position of the save's last recorded change.
+    public var historyTokens: [String: PersistentHistoryToken] = [:]
 
     public init() {}
 

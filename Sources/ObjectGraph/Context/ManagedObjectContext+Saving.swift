@@ -130,7 +130,7 @@ extension ManagedObjectContext {
                 var written: [PersistentStore] = []
                 for (store, r) in requests.values where !r.isEmpty {
                     do {
-                        try persistentStoreCoordinator.save(r, to: store)
+                        if let token = try persistentStoreCoordinator.save(r, to: store) { changeSet.historyTokens[store.identifier] = token }
                         written.append(store)
                     } catch let conflict as StoreVersionConflict {
                         if written.isEmpty && !checksFirst && !retriedAfterConflict { throw RetryAfterConflict() }

@@ -277,7 +277,9 @@ public final class ManagedObjectContext: NSLocking {
             try o.fireFaultIfNeeded()
             return o
         }
-        guard !id.isTemporaryID, let snapshot = try persistentStoreCoordinator.snapshot(for: id, staleness: -1) else { throw missingObject(id) }
+        // The context's staleness applies as when a fault fires (MOC-ST-*):
+        // with 0, a row another coordinator changed is read again.
+        guard !id.isTemporaryID, let snapshot = try persistentStoreCoordinator.snapshot(for: id, staleness: stalenessInterval) else { throw missingObject(id) }
         let o = objectForID(id)
         o.load(values: lazyValues(from: snapshot), version: snapshot.version, context: self)
         return o

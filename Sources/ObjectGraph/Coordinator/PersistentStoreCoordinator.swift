@@ -512,16 +512,20 @@ public final class PersistentStoreCoordinator: NSLocking {
     }
 
     /// Writes one context save to one store and updates the cache.
-    func save(_ request: StoreSaveRequest, to store: PersistentStore) throws {
+    /// Returns the history position the save reached in the store, if it recorded history.
+    @discardableResult
+    func save(_ request: StoreSaveRequest, to store: PersistentStore) throws -> PersistentHistoryToken? {
         try locked {
             if store.isReadOnly {
                 throw CoreDataError(.persistentStoreSave, "The store at \(store.url?.path ?? "memory") is read-only", userInfo: [CoreDataError.affectedStoresErrorKey: [store]])
             }
             try store.save(request)
+            let token = store.historyTokenOfLastSave
             let time = now()
             for snapshot in request.inserted { rowCache[snapshot.objectID] = (snapshot, time) }
             for (snapshot, _) in request.updated { rowCache[snapshot.objectID] = (snapshot, time) }
             for (id, _) in request.deleted { rowCache[id] = nil }
+            return token
         }
     }
 }

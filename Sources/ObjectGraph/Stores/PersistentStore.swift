@@ -60,6 +60,10 @@ open class PersistentStore {
     /// True when the store records persistent history and global identifiers.
     open var recordsPersistentHistory: Bool { false }
 
+    /// The history position of the last change the store's latest save
+    /// recorded; nil when it recorded none or the store keeps no history.
+    open var historyTokenOfLastSave: PersistentHistoryToken? { nil }
+
     /// The global identifiers of the objects `ids` names, for those that have one.
     open func globalIdentifiers(for ids: [ManagedObjectID]) throws -> [ManagedObjectID: UUID] { [:] }
 

@@ -146,9 +146,12 @@ extension SQLiteStore {
     /// Ends the record of a save, still inside its transaction: clears the
     /// marker, and drops the transaction row when the save changed no row.
     func endHistoryTransaction(_ tx: Int64?, db: SQLiteConnection) throws {
+        lastSaveHistoryToken = nil
         guard let tx else { return }
         try db.run("UPDATE OGH_STATE SET CURRENTTX = NULL WHERE ID = 1")
-        if try db.query("SELECT 1 FROM OGH_CHANGE WHERE TX = ? LIMIT 1", [.integer(tx)]).isEmpty {
+        if let last = try db.query("SELECT max(ID) FROM OGH_CHANGE WHERE TX = ?", [.integer(tx)]).first?.first?.int64Value {
+            lastSaveHistoryToken = PersistentHistoryToken(storeIdentifier: identifier, position: last)
+        } else {
             try db.run("DELETE FROM OGH_TRANSACTION WHERE TX = ?", [.integer(tx)])
         }
     }

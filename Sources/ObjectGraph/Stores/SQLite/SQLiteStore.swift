@@ -41,6 +41,8 @@ public final class SQLiteStore: PersistentStore {
     /// What `noticeRemoteCommit()` saw last.
     var lastSeenDataVersion: Int64?
     var lastSeenRemoteToken: PersistentHistoryToken?
+    /// The position of the last change the latest save recorded (nil when it recorded none).
+    var lastSaveHistoryToken: PersistentHistoryToken?
     /// Serialises calls: a connection and its cached statements are not thread-safe.
     let lock = NSRecursiveLock()
 
@@ -94,6 +96,11 @@ public final class SQLiteStore: PersistentStore {
     // MARK: - Persistent history (SQLiteStore+History.swift)
 
     public override var recordsPersistentHistory: Bool { isPersistentHistoryEnabled }
+
+    public override var historyTokenOfLastSave: PersistentHistoryToken? {
+        lock.lock(); defer { lock.unlock() }
+        return lastSaveHistoryToken
+    }
 
     public override func globalIdentifiers(for ids: [ManagedObjectID]) throws -> [ManagedObjectID: UUID] {
         try historyGlobalIdentifiers(for: ids)

@@ -1,0 +1,250 @@
+import Foundation
+import ObjectGraph
+
+/// The embedded hub: an ObjectGraph SQLite store (`hub.sqlite` in the
+/// group's state directory) of the group's model plus three bookkeeping
+/// entities, with persistent history on. A hub transaction is one context
+/// save, so data, history, cursors, conflicts and pending pushes commit
+/// together.
+///
+/// ```swift
+/// let hub = try EmbeddedHub(model: model, directory: stateDirectory)
+/// let position = try hub.currentPosition()
+/// ```
+public final class EmbeddedHub: SyncHub {
+    static let cursorEntity = "StoreSyncCursor"
+    static let conflictEntity = "StoreSyncConflict"
+    static let pendingEntity = "StoreSyncPending"
+    static let bookkeeping: Set<String> = [cursorEntity, conflictEntity, pendingEntity]
+    /// The author of every hub transaction; the context name says which pull wrote it.
+    static let author = "storesync"
+
+    public let url: URL
+    let coordinator: PersistentStoreCoordinator
+    let store: PersistentStore
+    let access: GraphAccess
+    private var context: ManagedObjectContext { access.context }
+
+    /// Opens (or creates) the hub in `directory`.
+    /// - Throws: 134060 when the model already has an entity named like
+    ///   the engine's bookkeeping; the store's errors otherwise.
+    public init(model: ManagedObjectModel, directory: URL) throws {
+        for name in Self.bookkeeping where model.entitiesByName[name] != nil {
+            throw CoreDataError(.coreData, "the group's model has an entity named \(name), which the sync hub reserves")
+        }
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        url = directory.appendingPathComponent("hub.sqlite")
+        coordinator = try PersistentStoreCoordinator(managedObjectModel: Self.hubModel(model))
+        store = try coordinator.addPersistentStore(ofType: PersistentStoreCoordinator.sqliteStoreType, at: url,
+                                                   options: [PersistentStore.persistentHistoryTrackingKey: true])
+        let context = ManagedObjectContext(coordinator: coordinator)
+        context.transactionAuthor = Self.author
+        access = GraphAccess(context: context)
+    }
+
+    /// The group's model with the bookkeeping entities added.
+    static func hubModel(_ model: ManagedObjectModel) -> ManagedObjectModel {
+        let copy = model.copy()
+        func entity(_ name: String, _ attributes: [(String, AttributeType)]) -> EntityDescription {
+            let e = EntityDescription(name: name)
+            e.properties = attributes.map { AttributeDescription(name: $0.0, type: $0.1) }
+            return e
+        }
+        copy.entities += [
+            entity(cursorEntity, [("store", .string), ("pulledThrough", .integer64), ("base", .integer64),
+                                  ("pushedThrough", .integer64), ("needsFullPush", .boolean)]),
+            entity(conflictEntity, [("number", .integer64), ("store", .string), ("object", .string), ("entityName", .string),
+                                    ("kind", .string), ("basePosition", .integer64), ("hubPosition", .integer64),
+                                    ("base", .binaryData), ("incoming", .binaryData), ("hub", .binaryData),
+                                    ("created", .date), ("resolution", .string)]),
+            entity(pendingEntity, [("store", .string), ("object", .string)]),
+        ]
+        return copy
+    }
+
+    // MARK: - Reading
+
+    public func currentPosition() throws -> Int64 {
+        try coordinator.currentPersistentHistoryToken(fromStores: [store])?.position ?? 0
+    }
+
+    public func state(of object: UUID) throws -> ObjectState? {
+        try context.performAndWait {
+            guard let found = try access.object(object), !Self.bookkeeping.contains(found.entity.name) else { return nil }
+            return try access.state(of: found)
+        }
+    }
+
+    public func allObjects() throws -> [UUID] {
+        try context.performAndWait {
+            var ids: [ManagedObjectID] = []
+            for entity in coordinator.managedObjectModel.entities where entity.superentity == nil && !Self.bookkeeping.contains(entity.name) {
+                ids += try context.fetch(FetchRequest(entityName: entity.name)).map(\.objectID)
+            }
+            let gids = try coordinator.globalIdentifiers(for: ids)
+            return ids.compactMap { gids[$0] }
+        }
+    }
+
+    public func changes(after position: Int64) throws -> [HubChange] {
+        let token = PersistentHistoryToken(storeIdentifier: store.identifier, position: position)
+        let transactions = try coordinator.execute(.fetchHistory(after: token)).transactions
+        var out: [HubChange] = []
+        for transaction in transactions {
+            let origin = transaction.contextName.flatMap(Self.origin(ofContextName:))
+            for change in transaction.changes where !Self.bookkeeping.contains(change.entity.name) {
+                var changed: [String: Any?] = [:]
+                for (name, value) in change.values where !((change.entity.propertiesByName[name] as? RelationshipDescription)?.isToMany ?? false) {
+                    changed[name] = value.oldValue
+                }
+                if change.changeType == .delete, let tombstone = change.tombstone {
+                    for (name, value) in tombstone { changed[name] = value }
+                }
+                out.append(HubChange(position: change.changeID, origin: origin, globalIdentifier: change.globalIdentifier,
+                                     entityName: change.entity.name, isInsert: change.changeType == .insert,
+                                     isDelete: change.changeType == .delete, changedProperties: changed))
+            }
+        }
+        return out
+    }
+
+    /// "pull:NAME" → NAME.
+    static func origin(ofContextName name: String) -> String? {
+        name.hasPrefix("pull:") ? String(name.dropFirst(5)) : nil
+    }
+
+    public func cursor(for storeName: String) throws -> SyncCursor? {
+        try context.performAndWait {
+            guard let row = try cursorObject(storeName) else { return nil }
+            return SyncCursor(store: storeName,
+                              pulledThrough: (try row.value(forKey: "pulledThrough") as? Int64) ?? 0,
+                              base: (try row.value(forKey: "base") as? Int64) ?? 0,
+                              pushedThrough: (try row.value(forKey: "pushedThrough") as? Int64) ?? 0,
+                              needsFullPush: (try row.value(forKey: "needsFullPush") as? Bool) ?? false)
+        }
+    }
+
+    private func cursorObject(_ storeName: String) throws -> ManagedObject? {
+        let request = FetchRequest(entityName: Self.cursorEntity)
+        request.predicate = try FetchPredicate(format: "store == %@", argumentArray: [storeName])
+        return try context.fetch(request).first
+    }
+
+    public func pending(for storeName: String) throws -> Set<UUID> {
+        try context.performAndWait {
+            let request = FetchRequest(entityName: Self.pendingEntity)
+            request.predicate = try FetchPredicate(format: "store == %@", argumentArray: [storeName])
+            return Set(try context.fetch(request).compactMap { (try $0.value(forKey: "object") as? String).flatMap(UUID.init(uuidString:)) })
+        }
+    }
+
+    public func conflicts(store storeName: String?, includingResolved: Bool) throws -> [SyncConflict] {
+        try context.performAndWait {
+            let request = FetchRequest(entityName: Self.conflictEntity)
+            var conditions: [String] = []
+            var arguments: [Any] = []
+            if let storeName { conditions.append("store == %@"); arguments.append(storeName) }
+            if !includingResolved { conditions.append("resolution == nil") }
+            if !conditions.isEmpty { request.predicate = try FetchPredicate(format: conditions.joined(separator: " AND "), argumentArray: arguments) }
+            request.sortDescriptors = [FetchSortDescriptor(key: "number", ascending: true)]
+            return try context.fetch(request).map(Self.conflict(from:))
+        }
+    }
+
+    private static func conflict(from row: ManagedObject) throws -> SyncConflict {
+        func text(_ key: String) throws -> String { (try row.value(forKey: key) as? String) ?? "" }
+        func values(_ key: String) throws -> [String: String] {
+            guard let data = try row.value(forKey: key) as? Data else { return [:] }
+            return (try? PropertyListSerialization.propertyList(from: data, format: nil)) as? [String: String] ?? [:]
+        }
+        return SyncConflict(id: (try row.value(forKey: "number") as? Int64) ?? 0, store: try text("store"),
+                            globalIdentifier: UUID(uuidString: try text("object")) ?? UUID(),
+                            entityName: try text("entityName"), kind: SyncConflict.Kind(rawValue: try text("kind")) ?? .update,
+                            basePosition: (try row.value(forKey: "basePosition") as? Int64) ?? 0,
+                            hubPosition: (try row.value(forKey: "hubPosition") as? Int64) ?? 0,
+                            base: try values("base"), incoming: try values("incoming"), hub: try values("hub"),
+                            created: (try row.value(forKey: "created") as? Date) ?? Date(timeIntervalSinceReferenceDate: 0))
+    }
+
+    // MARK: - Writing
+
+    @discardableResult
+    public func commit(_ batch: HubBatch) throws -> Int64 {
+        try context.performAndWait {
+            defer { access.reset() }
+            context.name = batch.origin.map { "pull:\($0)" } ?? "hub"
+            do {
+                for (gid, state) in batch.inserts where try access.object(gid) == nil {
+                    _ = try access.insert(state.entityName, gid: gid)
+                }
+                for (gid, state) in batch.inserts { if let object = try access.object(gid) { try access.apply(state.values, to: object) } }
+                for (gid, values) in batch.updates { if let object = try access.object(gid) { try access.apply(values, to: object) } }
+                for gid in batch.deletes { if let object = try access.object(gid) { context.delete(object) } }
+                if let cursor = batch.cursor {
+                    let row = try cursorObject(cursor.store) ?? context.insertNewObject(forEntityName: Self.cursorEntity)
+                    try row.setValue(cursor.store, forKey: "store")
+                    try row.setValue(cursor.pulledThrough, forKey: "pulledThrough")
+                    try row.setValue(cursor.base, forKey: "base")
+                    try row.setValue(cursor.pushedThrough, forKey: "pushedThrough")
+                    try row.setValue(cursor.needsFullPush, forKey: "needsFullPush")
+                }
+                if !batch.newConflicts.isEmpty {
+                    var number = try nextConflictNumber()
+                    for conflict in batch.newConflicts {
+                        let row = try context.insertNewObject(forEntityName: Self.conflictEntity)
+                        let fields: [String: Any?] = [
+                            "number": number, "store": conflict.store, "object": conflict.globalIdentifier.uuidString,
+                            "entityName": conflict.entityName, "kind": conflict.kind.rawValue, "basePosition": conflict.basePosition,
+                            "hubPosition": conflict.hubPosition, "created": conflict.created,
+                            "base": try PropertyListSerialization.data(fromPropertyList: conflict.base, format: .binary, options: 0),
+                            "incoming": try PropertyListSerialization.data(fromPropertyList: conflict.incoming, format: .binary, options: 0),
+                            "hub": try PropertyListSerialization.data(fromPropertyList: conflict.hub, format: .binary, options: 0),
+                        ]
+                        for (key, value) in fields { try row.setValue(value, forKey: key) }
+                        number += 1
+                    }
+                }
+                for (number, resolution) in batch.resolvedConflicts {
+                    let request = FetchRequest(entityName: Self.conflictEntity)
+                    request.predicate = try FetchPredicate(format: "number == %@", argumentArray: [number])
+                    for row in try context.fetch(request) { try row.setValue(resolution.rawValue, forKey: "resolution") }
+                }
+                for (storeName, gid) in batch.pendingAdded where !(try pendingRows(storeName, gid).isEmpty == false) {
+                    let row = try context.insertNewObject(forEntityName: Self.pendingEntity)
+                    try row.setValue(storeName, forKey: "store")
+                    try row.setValue(gid.uuidString, forKey: "object")
+                }
+                for (storeName, gid) in batch.pendingRemoved {
+                    for row in try pendingRows(storeName, gid) { context.delete(row) }
+                }
+                try context.save()
+            } catch {
+                context.rollback()
+                throw error
+            }
+            return try currentPosition()
+        }
+    }
+
+    private func pendingRows(_ storeName: String, _ gid: UUID) throws -> [ManagedObject] {
+        let request = FetchRequest(entityName: Self.pendingEntity)
+        request.predicate = try FetchPredicate(format: "store == %@ AND object == %@", argumentArray: [storeName, gid.uuidString])
+        return try context.fetch(request)
+    }
+
+    private func nextConflictNumber() throws -> Int64 {
+        let request = FetchRequest(entityName: Self.conflictEntity)
+        request.sortDescriptors = [FetchSortDescriptor(key: "number", ascending: false)]
+        request.fetchLimit = 1
+        return ((try context.fetch(request).first?.value(forKey: "number") as? Int64) ?? 0) + 1
+    }
+
+    public func purgeHistory(through position: Int64) throws {
+        guard position > 0 else { return }
+        _ = try coordinator.execute(.deleteHistory(before: PersistentHistoryToken(storeIdentifier: store.identifier, position: position)))
+    }
+
+    public func close() throws {
+        for store in coordinator.persistentStores { try coordinator.remove(store) }
+    }
+}

@@ -1,0 +1,85 @@
+import Foundation
+
+/// Where a store stands with the hub. Committed with the hub's data, so a
+/// crash never separates what was applied from the cursor that says so.
+public struct SyncCursor: Sendable, Equatable {
+    public var store: String
+    /// The store's history position pulled through.
+    public var pulledThrough: Int64
+    /// The hub position the store's changes after `pulledThrough` are based
+    /// on (the last push the store had received there).
+    public var base: Int64
+    /// The hub position last pushed to the store (a copy: the store's own metadata is authoritative).
+    public var pushedThrough: Int64
+    /// True until the store has received the hub's whole contents once.
+    public var needsFullPush: Bool
+
+    public init(store: String, pulledThrough: Int64, base: Int64, pushedThrough: Int64, needsFullPush: Bool) {
+        self.store = store
+        self.pulledThrough = pulledThrough
+        self.base = base
+        self.pushedThrough = pushedThrough
+        self.needsFullPush = needsFullPush
+    }
+}
+
+/// A hub change to one object, as conflict detection reads it.
+public struct HubChange: @unchecked Sendable {
+    public var position: Int64
+    /// The store whose pull wrote it (nil: a resolution or bootstrap of no store).
+    public var origin: String?
+    public var globalIdentifier: UUID
+    public var entityName: String
+    public var isInsert: Bool
+    public var isDelete: Bool
+    /// Attributes and to-ones changed, with their values before.
+    public var changedProperties: [String: Any?]
+}
+
+/// Everything one hub transaction writes: objects, the cursor that says
+/// what they came from, conflicts and pending pushes. All or nothing.
+public struct HubBatch: @unchecked Sendable {
+    /// The store the batch applies changes from (its pull), or nil.
+    public var origin: String?
+    public var inserts: [(UUID, ObjectState)] = []
+    public var updates: [(UUID, [String: SyncValue])] = []
+    public var deletes: [UUID] = []
+    public var cursor: SyncCursor?
+    public var newConflicts: [SyncConflict] = []
+    public var resolvedConflicts: [(Int64, ConflictResolution)] = []
+    /// Objects a store must receive from the hub whatever its cursor says.
+    public var pendingAdded: [(store: String, object: UUID)] = []
+    public var pendingRemoved: [(store: String, object: UUID)] = []
+
+    public init(origin: String?) { self.origin = origin }
+
+    public var isEmpty: Bool {
+        inserts.isEmpty && updates.isEmpty && deletes.isEmpty && cursor == nil && newConflicts.isEmpty
+            && resolvedConflicts.isEmpty && pendingAdded.isEmpty && pendingRemoved.isEmpty
+    }
+}
+
+/// The hub of a sync group: the replica that serialises every change and
+/// keeps what the engine needs to decide conflicts once. The engine
+/// (`SyncGroup`) makes every decision; a hub stores and answers. The
+/// embedded hub is an ObjectGraph SQLite store (`EmbeddedHub`); a hub in a
+/// database server implements the same protocol.
+public protocol SyncHub: AnyObject {
+    /// The newest position of the hub's history.
+    func currentPosition() throws -> Int64
+    /// The hub's committed state of an object (nil: it does not have it).
+    func state(of object: UUID) throws -> ObjectState?
+    /// Every object the hub holds (for a store's first, full push).
+    func allObjects() throws -> [UUID]
+    /// The hub's changes after a position, in order (expired history throws 134301).
+    func changes(after position: Int64) throws -> [HubChange]
+    func cursor(for store: String) throws -> SyncCursor?
+    func pending(for store: String) throws -> Set<UUID>
+    func conflicts(store: String?, includingResolved: Bool) throws -> [SyncConflict]
+    /// Commits a batch atomically; returns the hub position after it.
+    @discardableResult
+    func commit(_ batch: HubBatch) throws -> Int64
+    /// Deletes the hub's history through a position.
+    func purgeHistory(through position: Int64) throws
+    func close() throws
+}

@@ -1,0 +1,177 @@
+import Foundation
+import ObjectGraph
+
+/// A property value as the engine carries it between stores: attributes as
+/// their values, relationships by global identifier.
+public enum SyncValue: @unchecked Sendable {
+    case attribute(Any?)
+    case toOne(UUID?)
+    /// The complete membership of a to-many (in order when ordered).
+    case members([UUID])
+    /// A change of a to-many's membership, and positions of an ordered one.
+    case memberChange(added: [UUID], removed: [UUID], positions: [UUID: Int])
+}
+
+/// An object's entity and stored values (complete, or the changed ones).
+public struct ObjectState: @unchecked Sendable {
+    public var entityName: String
+    public var values: [String: SyncValue]
+
+    public init(entityName: String, values: [String: SyncValue]) {
+        self.entityName = entityName
+        self.values = values
+    }
+
+    /// Whether two values are the same stored value (dictionaries and
+    /// arrays compared by content, memberships as sets unless ordered).
+    static func same(_ a: SyncValue?, _ b: SyncValue?) -> Bool {
+        switch (a, b) {
+        case (nil, nil): return true
+        case let (.attribute(x)?, .attribute(y)?): return canonical(x) == canonical(y)
+        case let (.toOne(x)?, .toOne(y)?): return x == y
+        case let (.members(x)?, .members(y)?): return x == y
+        default: return false
+        }
+    }
+
+    /// A value as comparable text that does not depend on a dictionary's iteration order.
+    static func canonical(_ value: Any?) -> String {
+        switch value {
+        case nil: return "nil"
+        case let v as NSNull: return "\(v)"
+        case let dictionary as [AnyHashable: Any]:
+            return "{" + dictionary.map { "\($0.key)=\(canonical($0.value))" }.sorted().joined(separator: ",") + "}"
+        case let dictionary as [String: Any]:
+            return "{" + dictionary.map { "\($0.key)=\(canonical($0.value))" }.sorted().joined(separator: ",") + "}"
+        case let array as [Any]: return "[" + array.map(canonical).joined(separator: ",") + "]"
+        case let value?: return "\(type(of: value)):\(value)"
+        }
+    }
+}
+
+/// Reads and writes objects of one context by global identifier: what the
+/// hub and every store are accessed through. Objects inserted and not yet
+/// saved are found by the identifier they were given.
+final class GraphAccess {
+    let context: ManagedObjectContext
+    private var inserted: [UUID: ManagedObject] = [:]
+    private var known: [ManagedObjectID: UUID] = [:]
+
+    init(context: ManagedObjectContext) { self.context = context }
+
+    /// The live object with this identifier (nil: none, or deleted in this context).
+    func object(_ gid: UUID) throws -> ManagedObject? {
+        if let pending = inserted[gid] { return pending.isDeleted ? nil : pending }
+        guard let object = try context.existingObject(withGlobalIdentifier: gid) else { return nil }
+        known[object.objectID] = gid
+        return object.isDeleted ? nil : object
+    }
+
+    func globalIdentifier(of object: ManagedObject) throws -> UUID? {
+        if let gid = known[object.objectID] { return gid }
+        if let entry = inserted.first(where: { $0.value === object }) { return entry.key }
+        let found = try context.persistentStoreCoordinator.globalIdentifiers(for: [object.objectID])[object.objectID]
+        if let found { known[object.objectID] = found }
+        return found
+    }
+
+    func insert(_ entityName: String, gid: UUID) throws -> ManagedObject {
+        let object = try context.insertNewObject(forEntityName: entityName)
+        try context.assignGlobalIdentifier(gid, to: object)
+        inserted[gid] = object
+        return object
+    }
+
+    /// Every stored attribute and relationship of `object`.
+    func state(of object: ManagedObject) throws -> ObjectState {
+        var values: [String: SyncValue] = [:]
+        for property in object.entity.properties where !property.isTransient {
+            switch property {
+            case let attribute as AttributeDescription:
+                values[attribute.name] = .attribute(try object.value(forKey: attribute.name))
+            case let rel as RelationshipDescription where rel.isToMany:
+                let value = try object.value(forKey: rel.name)
+                let members = (value as? [ManagedObject]) ?? (value as? Set<ManagedObject>).map(Array.init) ?? []
+                var gids = try members.compactMap(globalIdentifier(of:))
+                if !rel.isOrdered { gids.sort { $0.uuidString < $1.uuidString } }
+                values[rel.name] = .members(gids)
+            case let rel as RelationshipDescription:
+                values[rel.name] = .toOne(try (try object.value(forKey: rel.name) as? ManagedObject).flatMap(globalIdentifier(of:)))
+            default: continue
+            }
+        }
+        return ObjectState(entityName: object.entity.name, values: values)
+    }
+
+    /// Sets values on `object`. A to-many kept through its inverse to-one
+    /// takes its membership from that to-one unless it is ordered; a member
+    /// or destination this context does not hold is left out.
+    func apply(_ values: [String: SyncValue], to object: ManagedObject) throws {
+        for (name, value) in values {
+            guard let property = object.entity.propertiesByName[name], !property.isTransient else { continue }
+            let rel = property as? RelationshipDescription
+            switch value {
+            case .attribute(let v):
+                guard property is AttributeDescription else { continue }
+                if ObjectState.canonical(try object.value(forKey: name)) != ObjectState.canonical(v) { try object.setValue(v, forKey: name) }
+            case .toOne(let gid):
+                guard let rel, !rel.isToMany else { continue }
+                let target = try gid.flatMap(self.object)
+                if (try object.value(forKey: name) as? ManagedObject) !== target { try object.setValue(target, forKey: name) }
+            case .members(let gids):
+                guard let rel, rel.isToMany else { continue }
+                if let inverse = rel.inverseRelationship, !inverse.isToMany, !rel.isOrdered { continue }
+                let members = try gids.compactMap(self.object)
+                try object.setValue(rel.isOrdered ? members as Any : Set(members) as Any, forKey: name)
+            case .memberChange(let added, let removed, let positions):
+                guard let rel, rel.isToMany else { continue }
+                let keptByInverse = rel.inverseRelationship.map { !$0.isToMany } ?? false
+                if !keptByInverse {
+                    let set = try object.mutableSetValue(forKey: name)
+                    for gid in added { if let member = try self.object(gid) { try set.insert(member) } }
+                    for gid in removed { if let member = try self.object(gid) { try set.remove(member) } }
+                }
+                if rel.isOrdered && !positions.isEmpty { try reorder(object, rel, positions) }
+            }
+        }
+    }
+
+    /// Sorts an ordered to-many by the positions given for some members;
+    /// members without one keep their relative order after them.
+    private func reorder(_ owner: ManagedObject, _ rel: RelationshipDescription, _ positions: [UUID: Int]) throws {
+        let members = try owner.value(forKey: rel.name) as? [ManagedObject] ?? []
+        var keyed: [(Int, Int, ManagedObject)] = []
+        for (offset, member) in members.enumerated() {
+            let position = try globalIdentifier(of: member).flatMap { positions[$0] } ?? Int.max
+            keyed.append((position, offset, member))
+        }
+        let sorted = keyed.sorted { ($0.0, $0.1) < ($1.0, $1.1) }.map(\.2)
+        if sorted.map(ObjectIdentifier.init) != members.map(ObjectIdentifier.init) { try owner.setValue(sorted, forKey: rel.name) }
+    }
+
+    /// Forgets objects between batches (the context is reset by the caller).
+    func reset() {
+        inserted = [:]
+        known = [:]
+        context.reset()
+    }
+}
+
+extension PersistentHistoryChange {
+    /// The change's values as the engine carries them.
+    var syncValues: [String: SyncValue] {
+        var out: [String: SyncValue] = [:]
+        for (name, value) in values {
+            switch entity.propertiesByName[name] {
+            case let rel as RelationshipDescription where rel.isToMany:
+                out[name] = .memberChange(added: value.addedMembers, removed: value.removedMembers, positions: value.memberPositions)
+            case is RelationshipDescription:
+                out[name] = .toOne(value.newValue as? UUID)
+            case is AttributeDescription:
+                out[name] = .attribute(value.newValue)
+            default: continue
+            }
+        }
+        return out
+    }
+}

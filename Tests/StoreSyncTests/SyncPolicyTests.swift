@@ -1,0 +1,92 @@
+import Foundation
+import ObjectGraph
+import Testing
+@testable import StoreSync
+
+/// The MOC-MP-09 truth table played across two stores through the hub:
+/// a = b = c = 1 everywhere; store s1 saves a = 2, b = 2; store s2 saves
+/// a = 3, c = 3 before either is synced. The hub pulls s1 first, so s2's
+/// change meets the hub's (s2 plays the in-memory object, the hub the
+/// persistent store) and s2's policy decides; every store ends with the
+/// values the table names.
+@Suite struct SyncPolicyTests {
+    struct Setup {
+        let directory: URL
+        let group: SyncGroup
+        let apps: [ManagedObjectContext]
+        let record: UUID
+    }
+
+    func setUp(_ policy: SyncPolicy) throws -> Setup {
+        let directory = try SyncFixtures.directory()
+        let group = try SyncFixtures.group([.objectTrump, policy], in: directory)
+        let apps = try (1...2).map { try SyncFixtures.app(directory.appendingPathComponent("s\($0).sqlite"), author: "app\($0)") }
+        try apps[0].performAndWait {
+            let record = try apps[0].insertNewObject(forEntityName: "Record")
+            for key in ["a", "b", "c"] { try record.setValue(Int32(1), forKey: key) }
+            try apps[0].save()
+        }
+        try group.runUntilIdle()
+        let gid = try #require(try SyncFixtures.contents(directory.appendingPathComponent("s2.sqlite")).keys.first)
+        func edit(_ app: ManagedObjectContext, _ values: [String: Int32]) throws {
+            try app.performAndWait {
+                app.reset()
+                let record = try #require(try app.fetch(FetchRequest(entityName: "Record")).first)
+                for (key, value) in values { try record.setValue(value, forKey: key) }
+                try app.save()
+            }
+        }
+        try edit(apps[0], ["a": 2, "b": 2])
+        try edit(apps[1], ["a": 3, "c": 3])
+        return Setup(directory: directory, group: group, apps: apps, record: gid)
+    }
+
+    /// a, b, c of the record in the hub and both stores.
+    func values(_ setup: Setup) throws -> [[String]] {
+        let files = ["state/hub.sqlite", "s1.sqlite", "s2.sqlite"].map { setup.directory.appendingPathComponent($0) }
+        return try files.map { url in
+            let fields = try #require(try SyncFixtures.contents(url)[setup.record], "record missing in \(url.lastPathComponent)")
+            return ["a", "b", "c"].map { fields[$0] ?? "?" }
+        }
+    }
+
+    func expect(_ setup: Setup, _ a: Int32, _ b: Int32, _ c: Int32, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let expected = [a, b, c].map { ObjectState.canonical($0) }
+        for (place, found) in zip(["hub", "s1", "s2"], try values(setup)) {
+            #expect(found == expected, "\(place): \(found)", sourceLocation: sourceLocation)
+        }
+    }
+
+    @Test(arguments: [
+        // MOC-MP-09 per policy of the store whose change meets the hub's.
+        (SyncPolicy.storeTrump, Int32(2), Int32(2), Int32(3)),   // conflicting a keeps the hub's, c applies
+        (.objectTrump, 3, 2, 3),                                  // conflicting a takes the store's
+        (.overwrite, 3, 1, 3),                                    // the store's object whole
+        (.rollback, 2, 2, 1),                                     // the store's change dropped
+    ])
+    func mergePolicyTruthTable(_ policy: SyncPolicy, _ a: Int32, _ b: Int32, _ c: Int32) throws {
+        let setup = try setUp(policy)
+        try setup.group.runUntilIdle()
+        for status in try setup.group.status() { #expect(status.lastError == nil, "\(status.name): \(status.lastError ?? "")") }
+        #expect(try setup.group.conflicts().isEmpty)
+        try expect(setup, a, b, c)
+    }
+
+    @Test(arguments: [(ConflictResolution.incoming, Int32(3), Int32(1), Int32(3)), (.hub, 2, 2, 1)])
+    func errorPolicyListsOneConflictAndEitherResolutionFinishes(_ resolution: ConflictResolution, _ a: Int32, _ b: Int32, _ c: Int32) throws {
+        let setup = try setUp(.error)
+        try setup.group.runUntilIdle()
+        let conflicts = try setup.group.conflicts()
+        try #require(conflicts.count == 1)
+        let conflict = conflicts[0]
+        #expect(conflict.store == "s2" && conflict.globalIdentifier == setup.record && conflict.kind == .update)
+        #expect(conflict.incoming["a"] == ObjectState.canonical(Int32(3)) && conflict.incoming["c"] == ObjectState.canonical(Int32(3)))
+        #expect(conflict.hub["a"] == ObjectState.canonical(Int32(2)) && conflict.base["a"] == ObjectState.canonical(Int32(1)))
+        // Held: s2 keeps its values, the others have s1's.
+        #expect(try values(setup)[2] == [3, 1, 3].map { ObjectState.canonical(Int32($0)) })
+        try setup.group.resolve(conflict.id, taking: resolution)
+        try setup.group.runUntilIdle()
+        #expect(try setup.group.conflicts().isEmpty)
+        try expect(setup, a, b, c)
+    }
+}
