@@ -30,7 +30,8 @@ enum StoreModelResolver {
         }
         if isBundle(modelPath) {
             let match = try ManagedObjectModel.version(matchingStoreAt: store, inBundle: URL(fileURLWithPath: modelPath))
-            return Resolved(model: match.model, origin: "\(modelPath)/\(match.versionName) (matched by \(match.evidence.rawValue))")
+            let alike = match.alternatives.isEmpty ? "" : "; same schema: \(match.alternatives.joined(separator: ", "))"
+            return Resolved(model: match.model, origin: "\(modelPath)/\(match.versionName) (matched by \(match.evidence.rawValue)\(alike))")
         }
         return Resolved(model: try ManagedObjectModel(contentsOf: URL(fileURLWithPath: modelPath)), origin: modelPath)
     }
