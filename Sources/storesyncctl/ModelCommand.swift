@@ -6,7 +6,7 @@ import ObjectGraph
 struct ModelCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "model",
-        abstract: "Show or check a managed object model (.xcdatamodeld, .xcdatamodel or contents file).",
+        abstract: "Show or check a managed object model (.xcdatamodeld, .momd, .xcdatamodel, contents or .mom file; show also takes a SQLite store).",
         subcommands: [ModelShowCommand.self, ModelCheckCommand.self]
     )
 }

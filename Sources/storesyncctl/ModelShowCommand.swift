@@ -7,17 +7,49 @@ import ObjectGraph
 struct ModelShowCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "show",
-        abstract: "Print a model's entities, properties, relationships and version hashes."
+        abstract: "Print a model's entities, properties, relationships and version hashes.",
+        discussion: """
+            PATH is a model (a .xcdatamodeld or .momd bundle: its current version; a \
+            .xcdatamodel folder, a contents file or a .mom file) or a SQLite store. For a \
+            store, the model printed is the version of --model's bundle the store was written \
+            with, or without --model the store's own: the one cached in Z_MODELCACHE, else one \
+            derived from its tables (names are lowercased column names; what the tables cannot \
+            tell is listed under "notes"). Where the model came from goes to stderr.
+
+            Examples:
+              storesyncctl model show Model.xcdatamodeld
+              storesyncctl model show Store.sqlite --json
+              storesyncctl model show Store.sqlite --model Model.xcdatamodeld
+            """
     )
 
-    @Argument(help: "A .xcdatamodeld bundle (its current version), a .xcdatamodel folder, or a contents file.")
+    @Argument(help: "A model (.xcdatamodeld, .momd, .xcdatamodel, contents or .mom) or a SQLite store file.")
     var path: String
+
+    @Option(help: "With a store: a model bundle (or file) to take the version matching the store from.")
+    var model: String?
 
     @Flag(help: "Print one JSON object instead of text.")
     var json = false
 
     func run() throws {
-        let model = try ModelLoading.load(path)
+        let model: ManagedObjectModel
+        if SQLiteStore.hasSQLiteSignature(at: URL(fileURLWithPath: path)) {
+            do {
+                let resolved = try StoreModelResolver.resolve(store: URL(fileURLWithPath: path), modelPath: self.model)
+                printError("model: \(resolved.origin)")
+                model = resolved.model
+            } catch let error as CoreDataError {
+                printError(error.message)
+                throw StoreModelResolver.exitCode(for: error)
+            }
+        } else {
+            if self.model != nil {
+                printError("--model is for a store; \(path) is not a SQLite file")
+                throw SysExit.usage
+            }
+            model = try ModelLoading.load(path)
+        }
         if json {
             print(try ModelReport.json(model))
         } else {
@@ -41,6 +73,8 @@ enum ModelReport {
         var relationships: [Relationship]
         var fetchedProperties: [FetchedProperty]
         var versionHash: String
+        /// The entity's user info (for a model derived from a store: what the tables cannot tell).
+        var notes: [String: String]?
     }
 
     struct Attribute: Encodable {
@@ -52,6 +86,7 @@ enum ModelReport {
         var defaultValue: String?
         var inheritedFrom: String?
         var versionHash: String
+        var notes: [String: String]?
     }
 
     struct Relationship: Encodable {
@@ -66,6 +101,7 @@ enum ModelReport {
         var deleteRule: String
         var inheritedFrom: String?
         var versionHash: String
+        var notes: [String: String]?
     }
 
     struct FetchedProperty: Encodable {
@@ -74,6 +110,9 @@ enum ModelReport {
         var predicate: String?
         var inheritedFrom: String?
     }
+
+    /// User info, left out of the JSON when empty so plain models print as before.
+    static func notes(_ userInfo: [String: String]) -> [String: String]? { userInfo.isEmpty ? nil : userInfo }
 
     static func build(_ model: ManagedObjectModel) -> Report {
         Report(entities: model.entities.sorted { $0.name < $1.name }.map { entity in
@@ -87,19 +126,22 @@ enum ModelReport {
                     Attribute(name: $0.name, type: $0.attributeType.xcodeName, optional: $0.isOptional,
                               transient: $0.isTransient, indexed: $0.isIndexed,
                               defaultValue: $0.defaultValue.map { String(describing: $0) },
-                              inheritedFrom: inherited($0), versionHash: $0.versionHash.base64EncodedString())
+                              inheritedFrom: inherited($0), versionHash: $0.versionHash.base64EncodedString(),
+                              notes: notes($0.userInfo))
                 },
                 relationships: entity.properties.compactMap { $0 as? RelationshipDescription }.map {
                     Relationship(name: $0.name, destination: $0.destinationEntity?.name, inverse: $0.inverseRelationship?.name,
                                  toMany: $0.isToMany, ordered: $0.isOrdered, optional: $0.isOptional,
                                  minCount: $0.minCount, maxCount: $0.maxCount, deleteRule: $0.deleteRule.xcodeName,
-                                 inheritedFrom: inherited($0), versionHash: $0.versionHash.base64EncodedString())
+                                 inheritedFrom: inherited($0), versionHash: $0.versionHash.base64EncodedString(),
+                                 notes: notes($0.userInfo))
                 },
                 fetchedProperties: entity.properties.compactMap { $0 as? FetchedPropertyDescription }.map {
                     FetchedProperty(name: $0.name, entity: $0.fetchRequest?.entityName,
                                     predicate: $0.fetchRequest?.predicate?.predicateFormat, inheritedFrom: inherited($0))
                 },
-                versionHash: entity.versionHash.base64EncodedString()
+                versionHash: entity.versionHash.base64EncodedString(),
+                notes: notes(entity.userInfo)
             )
         })
     }
@@ -119,6 +161,7 @@ enum ModelReport {
             out += header + "\n"
             out += "  class: \(entity.className)\n"
             out += "  versionHash: \(entity.versionHash)\n"
+            if let unknown = entity.notes?[SQLiteSchemaModelDeriver.UserInfoKey.unknown] { out += "  unknown: \(unknown)\n" }
             for a in entity.attributes {
                 var flags: [String] = [a.optional ? "optional" : "required"]
                 if a.transient { flags.append("transient") }

@@ -27,8 +27,16 @@ struct QueryCommand: ParsableCommand {
             strings (exact digits), to-one relationships as an object URI or null, to-many \
             relationships as arrays of object URIs, and the object's own URI under "objectID".
 
+            Without --model the store's own model is used: the one Core Data cached in it \
+            (Z_MODELCACHE), else one derived from its tables, whose property names are the \
+            lowercased column names (ZLASTUPDATE -> lastupdate) and whose integers read as \
+            Integer 64. With a bundle (.xcdatamodeld or .momd), the version the store was \
+            written with is picked (by version hashes, else by schema and cached model).
+
             Examples:
+              storesyncctl query Sync.sqlite Bot 'name BEGINSWITH[c] "ios"'
               storesyncctl query Sync.sqlite Bot 'name BEGINSWITH[c] "ios"' --model Model.xcdatamodeld
+              storesyncctl query Old.sqlite Bot 'lastupdate > CAST(0, "NSDate")' --json
               storesyncctl query Sync.sqlite Integration 'number > 3' --model Model.xcdatamodeld --sort number:desc --limit 5 --json
               storesyncctl query Sync.sqlite Integration --model Model.xcdatamodeld --sort number --offset 20 --limit 10
             """
@@ -43,8 +51,8 @@ struct QueryCommand: ParsableCommand {
     @Argument(help: "A predicate in Core Data's format (all objects when omitted).")
     var predicate: String?
 
-    @Option(help: "The model: a .xcdatamodeld bundle (its current version), a .xcdatamodel folder, or a contents file.")
-    var model: String
+    @Option(help: "The model: a .xcdatamodeld or .momd bundle (the version matching the store is used), a .xcdatamodel folder, a contents file or a .mom file. Default: the store's own model.")
+    var model: String?
 
     @Option(name: .customLong("sort"), help: "A sort key, KEY or KEY:desc (repeatable; the first is the primary key).")
     var sortKeys: [String] = []
@@ -101,11 +109,14 @@ struct QueryCommand: ParsableCommand {
     }
 
     private func perform() throws -> String {
-        let model = try loadModel()
+        let resolved = try loadModel()
+        let model = resolved.model
         guard let entityDescription = model.entitiesByName[entity] else {
             throw Failure(message: "the model has no entity '\(entity)' (it has \(model.entities.map(\.name).sorted().joined(separator: ", ")))",
                           exitCode: SysExit.dataError)
         }
+        // A derived model's names are guesses: say so next to a key it lacks.
+        let derivedHint = resolved.isDerived ? "\n(the model was \(resolved.origin))" : ""
         let request = FetchRequest(entityName: entity)
         if let predicate, !predicate.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty {
             let parsed: FetchPredicate
@@ -117,14 +128,18 @@ struct QueryCommand: ParsableCommand {
                 throw Failure(message: "\(error)", exitCode: SysExit.dataError)
             }
             let problems = ModelKeyPathChecker.problems(in: parsed, entity: entityDescription)
-            if !problems.isEmpty { throw Failure(message: problems.joined(separator: "\n"), exitCode: SysExit.dataError) }
+            if !problems.isEmpty { throw Failure(message: problems.joined(separator: "\n") + derivedHint, exitCode: SysExit.dataError) }
             request.predicate = parsed
         }
-        request.sortDescriptors = try sortKeys.map { try sortDescriptor($0, entityDescription) }
+        request.sortDescriptors = try sortKeys.map { key in
+            do { return try sortDescriptor(key, entityDescription) } catch let failure as Failure {
+                throw Failure(message: failure.message + derivedHint, exitCode: failure.exitCode)
+            }
+        }
         request.fetchLimit = limit ?? 0
         request.fetchOffset = offset ?? 0
 
-        let sqliteStore = try openStore(model)
+        let sqliteStore = try openStore(model, ignoringVersionHashes: resolved.isDerived)
         defer { sqliteStore.close() }
         let snapshots: [StoreSnapshot]
         do {
@@ -138,14 +153,26 @@ struct QueryCommand: ParsableCommand {
         return json ? try rows.json(snapshots) : rows.table(snapshots)
     }
 
-    private func loadModel() throws -> ManagedObjectModel {
+    private func loadModel() throws -> StoreModelResolver.Resolved {
+        let url = URL(fileURLWithPath: store)
+        if model == nil || StoreModelResolver.isBundle(model!) {
+            // The store is read to choose the model: refuse a missing one first, as openStore would.
+            try checkStoreFile(url)
+        }
         do {
-            return try ManagedObjectModel(contentsOf: URL(fileURLWithPath: model))
+            return try StoreModelResolver.resolve(store: url, modelPath: model)
         } catch let error as CoreDataError {
-            switch error.code {
-            case .fileReadNoSuchFile, .fileNoSuchFile: throw Failure(message: error.message, exitCode: SysExit.noInput)
-            default: throw Failure(message: error.message, exitCode: SysExit.dataError)
-            }
+            throw Failure(message: error.message, exitCode: StoreModelResolver.exitCode(for: error))
+        }
+    }
+
+    private func checkStoreFile(_ url: URL) throws {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory), !isDirectory.boolValue else {
+            throw Failure(message: "no store file at \(url.path)", exitCode: SysExit.noInput)
+        }
+        guard FileManager.default.isReadableFile(atPath: url.path) else {
+            throw Failure(message: "cannot read the store file \(url.path)", exitCode: SysExit.noInput)
         }
     }
 
@@ -168,17 +195,13 @@ struct QueryCommand: ParsableCommand {
         return FetchSortDescriptor(key: key, ascending: ascending)
     }
 
-    private func openStore(_ model: ManagedObjectModel) throws -> SQLiteStore {
+    private func openStore(_ model: ManagedObjectModel, ignoringVersionHashes: Bool) throws -> SQLiteStore {
         let url = URL(fileURLWithPath: store)
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory), !isDirectory.boolValue else {
-            throw Failure(message: "no store file at \(url.path)", exitCode: SysExit.noInput)
-        }
-        guard FileManager.default.isReadableFile(atPath: url.path) else {
-            throw Failure(message: "cannot read the store file \(url.path)", exitCode: SysExit.noInput)
-        }
+        try checkStoreFile(url)
+        // A derived model cannot reproduce the store's hashes; its schema was checked against the file instead.
         let sqliteStore = SQLiteStore(model: model, configurationName: nil, url: url,
-                                      options: [PersistentStore.readOnlyOption: true])
+                                      options: [PersistentStore.readOnlyOption: true,
+                                                PersistentStore.ignoreVersioningOption: ignoringVersionHashes])
         do {
             try sqliteStore.load()
         } catch let error as CoreDataError {
@@ -186,7 +209,7 @@ struct QueryCommand: ParsableCommand {
             case .fileReadNoSuchFile, .fileNoSuchFile: throw Failure(message: error.message, exitCode: SysExit.noInput)
             case .persistentStoreIncompatibleSchema, .persistentStoreIncompatibleVersionHash:
                 // A .xcdatamodeld names its current version, which is often not the one an older store was made with.
-                throw Failure(message: error.message + "\n(give --model the model version the store was made with, e.g. Model.xcdatamodeld/Model2.xcdatamodel)",
+                throw Failure(message: error.message + "\n(give --model the model version the store was made with, e.g. Model.xcdatamodeld/Model2.xcdatamodel, the whole Model.xcdatamodeld to pick it, or no --model to use the store's own model)",
                               exitCode: SysExit.dataError)
             default: throw Failure(message: error.message, exitCode: SysExit.dataError)
             }
