@@ -103,9 +103,10 @@ final class GraphAccess {
         return ObjectState(entityName: object.entity.name, values: values)
     }
 
-    /// Sets values on `object`. A to-many kept through its inverse to-one
-    /// takes its membership from that to-one unless it is ordered; a member
-    /// or destination this context does not hold is left out.
+    /// Sets values on `object`; a member or destination this context does
+    /// not hold is left out. A change of a to-many kept through its inverse
+    /// to-one comes with the members' own to-one changes and is not applied
+    /// twice (only the positions of an ordered one).
     func apply(_ values: [String: SyncValue], to object: ManagedObject) throws {
         for (name, value) in values {
             guard let property = object.entity.propertiesByName[name], !property.isTransient else { continue }
@@ -119,8 +120,10 @@ final class GraphAccess {
                 let target = try gid.flatMap(self.object)
                 if (try object.value(forKey: name) as? ManagedObject) !== target { try object.setValue(target, forKey: name) }
             case .members(let gids):
+                // A complete membership (a whole object copied: a push, a
+                // resolution, overwrite) is applied even when the inverse to-ones
+                // keep it: the members' own states may not travel with it.
                 guard let rel, rel.isToMany else { continue }
-                if let inverse = rel.inverseRelationship, !inverse.isToMany, !rel.isOrdered { continue }
                 let members = try gids.compactMap(self.object)
                 try object.setValue(rel.isOrdered ? members as Any : Set(members) as Any, forKey: name)
             case .memberChange(let added, let removed, let positions):

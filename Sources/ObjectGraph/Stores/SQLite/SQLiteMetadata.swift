@@ -147,7 +147,9 @@ public enum SQLiteMetadata {
     ///   SQLite, 134080 for a SQLite file without Core Data metadata.
     public static func metadataForStore(at url: URL) throws -> [String: Any] {
         try SQLiteStore.checkFileSignature(at: url, requireExisting: true)
-        let connection = try SQLiteStore.openWrappingErrors(path: url.path, mode: .readOnly, busyTimeout: 5)
+        // As a read-only store opens: a WAL file without a pending -wal is read
+        // immutable, so reading metadata leaves no -wal/-shm files beside it.
+        let connection = try SQLiteStore.openWrappingErrors(path: url.path, mode: SQLiteStore.readOnlyOpenMode(forFileAt: url), busyTimeout: 5)
         defer { connection.close() }
         do {
             return try read(from: connection)
