@@ -133,14 +133,17 @@ struct SQLiteBenchmark: ParsableCommand {
 }
 
 /// The ObjectGraph side: one coordinator, contexts as an application uses them.
-private final class GraphSide {
+/// Shared with `storesync-bench history`, which runs the same write
+/// workloads on stores opened with and without persistent history
+/// (`options` are the store's, e.g. `persistentHistoryTrackingKey`).
+final class GraphSide {
     let coordinator: PersistentStoreCoordinator
     let context: ManagedObjectContext
     var fetched: [ManagedObject] = []
 
-    init(model: ManagedObjectModel, url: URL) throws {
+    init(model: ManagedObjectModel, url: URL, options: [String: Any] = [:]) throws {
         coordinator = try PersistentStoreCoordinator(managedObjectModel: model)
-        try coordinator.addPersistentStore(ofType: PersistentStoreCoordinator.sqliteStoreType, at: url)
+        try coordinator.addPersistentStore(ofType: PersistentStoreCoordinator.sqliteStoreType, at: url, options: options)
         context = ManagedObjectContext(coordinator: coordinator)
     }
 
@@ -252,7 +255,9 @@ private final class GraphSide {
 
 /// The raw side: the SQLite C API with prepared statements, one transaction
 /// per write workload, as a careful hand-written program would do it.
-private final class RawSide {
+/// Shared with `storesync-bench history` (on files with and without the
+/// history triggers, which record the raw side's writes too).
+final class RawSide {
     let db: OpaquePointer
     let itemEntity: Int64
     let groupEntity: Int64
@@ -396,7 +401,7 @@ private final class RawSide {
     }
 }
 
-private enum Clock {
+enum Clock {
     static func seconds(_ body: () throws -> Void) rethrows -> Double {
         let start = DispatchTime.now().uptimeNanoseconds
         try body()
