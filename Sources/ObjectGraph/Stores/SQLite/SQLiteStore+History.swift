@@ -25,6 +25,7 @@ extension SQLiteStore {
                 if wanted && !isReadOnly { try installTriggers(db, layout: layout, onlyMissing: true) }
                 history = layout
                 lastSeenDataVersion = try db.dataVersion()
+                try keepStatementJournalInMemory(db)
             } catch let problem as CoreDataError {
                 if wanted { throw problem }
                 historyProblem = problem
@@ -44,6 +45,16 @@ extension SQLiteStore {
         }
         history = layout
         lastSeenDataVersion = try db.dataVersion()
+        try keepStatementJournalInMemory(db)
+    }
+
+    /// With triggers on its tables, SQLite journals every row a statement
+    /// writes (a statement journal); past 64 KiB it spills to a temporary
+    /// file, making each row several system calls. Kept in memory unless the
+    /// store's pragmas say otherwise.
+    private func keepStatementJournalInMemory(_ db: SQLiteConnection) throws {
+        guard !isReadOnly, (options[Self.pragmasOption] as? [String: String])?["temp_store"] == nil else { return }
+        try db.execute("PRAGMA temp_store = MEMORY")
     }
 
     private func checkHistory(_ db: SQLiteConnection, layout: SQLiteHistorySchema) throws {
@@ -136,6 +147,8 @@ extension SQLiteStore {
                     request.transactionAuthor.map(SQLiteValue.text) ?? .null, request.contextName.map(SQLiteValue.text) ?? .null])
         let tx = db.lastInsertRowID
         try db.run("UPDATE OGH_STATE SET CURRENTTX = ? WHERE ID = 1", [.integer(tx)])
+        // The write lock is held: every change after this position is this save's.
+        historySaveStart = try db.query("SELECT seq FROM sqlite_sequence WHERE name = 'OGH_CHANGE'").first?.first?.int64Value ?? 0
         for (id, gid) in request.globalIdentifiers {
             guard let pk = id.primaryKey, let table = historyTable(for: id.entity, history) else { continue }
             try assignGlobalIdentifier(gid, table: table.number, pk: pk, db: db)
@@ -145,15 +158,34 @@ extension SQLiteStore {
 
     /// Ends the record of a save, still inside its transaction: clears the
     /// marker, and drops the transaction row when the save changed no row.
+    /// It also keeps the global identifier of every row the save changed, so
+    /// the did-save change set gets them without a query per object.
     func endHistoryTransaction(_ tx: Int64?, db: SQLiteConnection) throws {
         lastSaveHistoryToken = nil
+        lastSaveGlobalIdentifiers = [:]
         guard let tx else { return }
         try db.run("UPDATE OGH_STATE SET CURRENTTX = NULL WHERE ID = 1")
-        if let last = try db.query("SELECT max(ID) FROM OGH_CHANGE WHERE TX = ?", [.integer(tx)]).first?.first?.int64Value {
-            lastSaveHistoryToken = PersistentHistoryToken(storeIdentifier: identifier, position: last)
-        } else {
-            try db.run("DELETE FROM OGH_TRANSACTION WHERE TX = ?", [.integer(tx)])
+        var last: Int64 = 0
+        var identifiers: [SavedRowKey: UUID] = [:]
+        try db.prepare("SELECT ID, ENT, PK, GID FROM OGH_CHANGE WHERE ID > ? AND KIND < 3").forEachRow([.integer(historySaveStart)]) { row in
+            last = max(last, row.column(0).int64Value ?? 0)
+            if let text = row.column(3).stringValue, let gid = UUID(uuidString: text) {
+                identifiers[SavedRowKey(entity: Int(row.column(1).int64Value ?? 0), primaryKey: row.column(2).int64Value ?? 0)] = gid
+            }
         }
+        if last == 0, try db.query("SELECT 1 FROM OGH_CHANGE WHERE ID > ? LIMIT 1", [.integer(historySaveStart)]).isEmpty {
+            try db.run("DELETE FROM OGH_TRANSACTION WHERE TX = ?", [.integer(tx)])
+            return
+        }
+        if last == 0 { last = try db.query("SELECT max(ID) FROM OGH_CHANGE").first?.first?.int64Value ?? 0 }
+        lastSaveHistoryToken = PersistentHistoryToken(storeIdentifier: identifier, position: last)
+        lastSaveGlobalIdentifiers = identifiers
+    }
+
+    /// A row a save changed: its entity number and primary key.
+    struct SavedRowKey: Hashable {
+        let entity: Int
+        let primaryKey: Int64
     }
 
     private func assignGlobalIdentifier(_ gid: UUID, table: Int, pk: Int64, db: SQLiteConnection) throws {
@@ -182,11 +214,18 @@ extension SQLiteStore {
     func historyGlobalIdentifiers(for ids: [ManagedObjectID]) throws -> [ManagedObjectID: UUID] {
         lock.lock(); defer { lock.unlock() }
         guard let history, !ids.isEmpty else { return [:] }
-        let (db, _) = try openConnection()
+        let (db, schema) = try openConnection()
         let statement = try db.prepare("SELECT GID FROM OGH_GLOBALID WHERE TBL = ? AND PK = ?")
         var out: [ManagedObjectID: UUID] = [:]
         for id in ids {
-            guard let pk = id.primaryKey, let table = historyTable(for: id.entity, history) else { continue }
+            guard let pk = id.primaryKey else { continue }
+            // Rows the last save changed are known without a query.
+            if !lastSaveGlobalIdentifiers.isEmpty, let number = schema.entity(named: id.entity.name)?.number,
+               let known = lastSaveGlobalIdentifiers[SavedRowKey(entity: number, primaryKey: pk)] {
+                out[id] = known
+                continue
+            }
+            guard let table = historyTable(for: id.entity, history) else { continue }
             try statement.forEachRow([.integer(Int64(table.number)), .integer(pk)]) { row in
                 if let text = row.column(0).stringValue, let gid = UUID(uuidString: text) { out[id] = gid }
             }
@@ -288,7 +327,13 @@ extension SQLiteStore {
         return try db.transaction {
             try db.run("DELETE FROM OGH_CHANGE WHERE ID <= ?", [.integer(position)])
             let deleted = db.changes
-            try db.run("DELETE FROM OGH_TRANSACTION WHERE NOT EXISTS (SELECT 1 FROM OGH_CHANGE c WHERE c.TX = OGH_TRANSACTION.TX)")
+            // Transactions are numbered in commit order like changes: those
+            // before the first remaining change's are gone (no index on TX).
+            if let first = try db.query("SELECT TX FROM OGH_CHANGE WHERE TX IS NOT NULL ORDER BY ID LIMIT 1").first?.first?.int64Value {
+                try db.run("DELETE FROM OGH_TRANSACTION WHERE TX < ?", [.integer(first)])
+            } else {
+                try db.run("DELETE FROM OGH_TRANSACTION")
+            }
             try db.run("UPDATE OGH_META SET VALUE = max(VALUE, ?) WHERE KEY = 'purgedThrough'", [.integer(position)])
             return deleted
         }

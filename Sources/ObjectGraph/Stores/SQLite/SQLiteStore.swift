@@ -43,6 +43,10 @@ public final class SQLiteStore: PersistentStore {
     var lastSeenRemoteToken: PersistentHistoryToken?
     /// The position of the last change the latest save recorded (nil when it recorded none).
     var lastSaveHistoryToken: PersistentHistoryToken?
+    /// The history position before the save in progress, and the global
+    /// identifiers of the rows the latest save changed.
+    var historySaveStart: Int64 = 0
+    var lastSaveGlobalIdentifiers: [SavedRowKey: UUID] = [:]
     /// Serialises calls: a connection and its cached statements are not thread-safe.
     let lock = NSRecursiveLock()
 
