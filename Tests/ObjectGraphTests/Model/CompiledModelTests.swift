@@ -111,6 +111,21 @@ import Testing
         #expect(try SQLiteStore.cachedModel(forStoreAt: URL(fileURLWithPath: path)) == nil)
     }
 
+    /// A store ObjectGraph creates caches its model in Z_MODELCACHE in
+    /// Apple's format, and it decodes back to the same model.
+    @Test func createdStoresCacheTheirModel() throws {
+        let url = try TestPaths.temporaryDirectory().appendingPathComponent("Cached.sqlite")
+        let (coordinator, _) = try Company.stack(type: PersistentStoreCoordinator.sqliteStoreType, url: url)
+        for store in coordinator.persistentStores { try coordinator.remove(store) }
+        let cached = try #require(try SQLiteStore.cachedModel(forStoreAt: url))
+        let original = ReferenceModel.make()
+        #expect(cached.entityVersionHashesByName == original.entityVersionHashesByName)
+        #expect(cached.entities.map(\.name).sorted() == original.entities.map(\.name).sorted())
+        for entity in original.entities {
+            #expect(cached.entitiesByName[entity.name]?.properties.map(\.name).sorted() == entity.properties.map(\.name).sorted())
+        }
+    }
+
     @Test func momFileAndMomdFolderLoadThroughContentsOf() throws {
         let archive = try RawDeflate.decompress(try Self.modelCache("XCServerCoreData_2.0.1.sqlite"))
         let old = try RawDeflate.decompress(try Self.modelCache("XCServerCoreData_1.2.0.sqlite"))
@@ -277,18 +292,6 @@ import Testing
 
     // MARK: - Fuzzing
 
-    /// SplitMix64: a seeded generator, so a failing case can be replayed.
-    struct SeededGenerator: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     /// Decodes, accepting a model or a `CoreDataError`; anything else (or a
     /// trap, which ends the test process) fails.
     static func expectOnlyCoreDataErrors(_ label: String, _ body: () throws -> ManagedObjectModel) -> Bool {
@@ -304,7 +307,7 @@ import Testing
     }
 
     @Test func fuzzedArchivesOnlyThrow() throws {
-        var rng = SeededGenerator(state: 0x5EED_C0DE)
+        var rng = SplitMix64(seed: 0x5EED_C0DE)
         let cache = try Self.modelCache("XCServerCoreData_1.2.0.sqlite")
         let binary = try RawDeflate.decompress(cache)
         let xmlData = try PropertyListSerialization.data(

@@ -192,6 +192,11 @@ public final class SQLiteStore: PersistentStore {
                                [.integer(Int64(mapping.number)), .text(name), .integer(Int64(mapping.superNumber))])
                 }
                 try SQLiteMetadata.write(newMetadata, to: db)
+                // The model it was made with, as Apple's Core Data caches it, so
+                // tools holding only the file (ours, Apple's) find the model.
+                if let cache = try? CompiledModelWriter.modelCacheData(model) {
+                    try db.run("INSERT INTO Z_MODELCACHE (Z_CONTENT) VALUES (?)", [.blob(cache)])
+                }
             }
             try storeOptions.maintain(db, writable: true)
         } catch let error as CoreDataError {
