@@ -56,6 +56,10 @@ public final class SyncGroup {
     }
 
     var members: [Member] = []
+    /// Stores that could not be opened (another model, a corrupt file, a
+    /// missing directory): the reason, shown as failed; opening is tried
+    /// again at every round, so a store that is fixed joins then.
+    var unopened: [(configuration: SyncStoreConfiguration, reason: String)] = []
 
     /// Opens the hub and every store (switching history on where it is off).
     /// A store that cannot be opened is kept as failed with the reason; the
@@ -67,13 +71,31 @@ public final class SyncGroup {
             throw CoreDataError(.persistentStoreOperation, "sync group \(configuration.name) names store \(store.name) twice")
         }
         self.hub = try hub ?? EmbeddedHub(model: configuration.model, directory: configuration.stateDirectory)
-        for store in configuration.stores {
-            members.append(try Member(store, model: configuration.model))
+        unopened = configuration.stores.map { ($0, "not opened yet") }
+        openWaitingStores()
+    }
+
+    /// Opens the stores not open yet, in configuration order.
+    private func openWaitingStores() {
+        guard !unopened.isEmpty else { return }
+        var still: [(configuration: SyncStoreConfiguration, reason: String)] = []
+        for (store, _) in unopened {
+            do {
+                members.append(try Member(store, model: configuration.model))
+            } catch {
+                still.append((store, "\(error)"))
+            }
         }
+        unopened = still
+        let order = configuration.stores.map(\.name)
+        members.sort { (order.firstIndex(of: $0.name) ?? 0) < (order.firstIndex(of: $1.name) ?? 0) }
     }
 
     func member(_ name: String) throws -> Member {
         guard let member = members.first(where: { $0.name == name }) else {
+            if let waiting = unopened.first(where: { $0.configuration.name == name }) {
+                throw CoreDataError(.persistentStoreOperation, "store \(name) of sync group \(configuration.name) is not open: \(waiting.reason)")
+            }
             throw CoreDataError(.persistentStoreOperation, "sync group \(configuration.name) has no store named \(name)")
         }
         return member
@@ -87,6 +109,7 @@ public final class SyncGroup {
     /// - Returns: true when anything moved.
     @discardableResult
     public func runRound() throws -> Bool {
+        openWaitingStores()
         var moved = false
         for member in members where !member.paused { moved = attempt(member) { try pull(member) } || moved }
         for member in members where !member.paused { moved = attempt(member) { try push(member) } || moved }
@@ -99,6 +122,13 @@ public final class SyncGroup {
     }
 
     private func attempt(_ member: Member, _ body: () throws -> Bool) -> Bool {
+        // An open connection keeps working on a file that was deleted or
+        // replaced: check the path itself so writes never go nowhere.
+        guard FileManager.default.fileExists(atPath: member.configuration.url.path) else {
+            member.lastError = "the store file \(member.configuration.url.path) is missing"
+            member.failed = true
+            return false
+        }
         do {
             let moved = try body()
             member.lastError = nil
@@ -434,7 +464,11 @@ public final class SyncGroup {
     public func status() throws -> [SyncStoreStatus] {
         let hubPosition = try hub.currentPosition()
         let conflicts = try hub.conflicts(store: nil, includingResolved: false)
-        return try members.map { member in
+        let waiting = unopened.map { entry in
+            SyncStoreStatus(name: entry.configuration.name, state: .failed, pulledThrough: 0, storePosition: 0, pushedThrough: 0,
+                            hubPosition: hubPosition, conflictsWaiting: 0, lastError: entry.reason, lagSeconds: 0)
+        }
+        return try waiting + members.map { member in
             let cursor = try hub.cursor(for: member.name)
             let storePosition = try member.coordinator.currentPersistentHistoryToken(fromStores: [member.store])?.position ?? 0
             var lag = 0.0
