@@ -21,12 +21,12 @@ struct SyncRandom: RandomNumberGenerator {
 /// by writers in other processes), rounds interleaved at random; once the
 /// writers stop and every conflict is resolved, every store and the hub hold
 /// the same objects with the same values and relationships, compared by
-/// global identifier. Seeds: `STORESYNC_SEEDS` (count, default 120) from
+/// global identifier. Seeds: `STORESYNC_SEEDS` (count, default 200) from
 /// `STORESYNC_SEED_BASE`; `scripts/sync-property N` runs any number.
 @Suite struct SyncConvergencePropertyTests {
     static let seeds: [UInt64] = {
         let environment = ProcessInfo.processInfo.environment
-        let count = environment["STORESYNC_SEEDS"].flatMap(Int.init) ?? 120
+        let count = environment["STORESYNC_SEEDS"].flatMap(Int.init) ?? 200
         let base = environment["STORESYNC_SEED_BASE"].flatMap { UInt64($0, radix: 16) } ?? 0xC0_0000
         return (0..<UInt64(count)).map { base + $0 }
     }()
