@@ -477,8 +477,17 @@ public final class SyncGroup {
                    .first(where: { $0.author != Self.author }) {
                 lag = max(0, Date().timeIntervalSince(first.timestamp))
             }
+            // Behind the hub: data changes it has not received (the hub's own
+            // bookkeeping moves its position too, so positions alone do not say).
+            var behind = cursor == nil || cursor?.needsFullPush == true
+            if let cursor, !behind, cursor.pushedThrough < hubPosition {
+                let pushedKey = Self.metadataKey(configuration.name, "pushedThrough")
+                let pushed = (member.store.metadata[pushedKey] as? Int).map(Int64.init) ?? cursor.pushedThrough
+                behind = try !hub.pending(for: member.name).isEmpty
+                    || hub.changes(after: pushed).contains { $0.origin != member.name }
+            }
             let state: SyncStoreStatus.State = member.failed ? .failed : member.paused ? .paused
-                : (cursor == nil || lag > 0 || (cursor?.pushedThrough ?? 0) < hubPosition) ? .catchingUp : .ok
+                : (lag > 0 || behind) ? .catchingUp : .ok
             return SyncStoreStatus(name: member.name, state: state, pulledThrough: cursor?.pulledThrough ?? 0,
                                    storePosition: storePosition, pushedThrough: cursor?.pushedThrough ?? 0, hubPosition: hubPosition,
                                    conflictsWaiting: conflicts.filter { $0.store == member.name }.count,

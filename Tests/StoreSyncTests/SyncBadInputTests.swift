@@ -88,6 +88,7 @@ import Testing
         try group.runUntilIdle()
         status = try group.status()
         #expect(status.allSatisfy { $0.lastError == nil }, "\(status.map { "\($0.name): \($0.lastError ?? "-")" })")
+        #expect(status.allSatisfy { $0.state == .ok }, "idle stores are in sync: \(status.map { "\($0.name): \($0.state)" })")
         #expect(try names(directory.appendingPathComponent("s2.sqlite")) == ["one", "two"].map { ObjectState.canonical($0) })
     }
 }
