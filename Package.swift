@@ -14,10 +14,13 @@ let package = Package(
         .library(name: "StoreSync", targets: ["StoreSync"]),
         .executable(name: "storesyncctl", targets: ["storesyncctl"]),
         .executable(name: "storesync-bench", targets: ["storesync-bench"]),
+        .executable(name: "storesyncd", targets: ["storesyncd"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
     ],
     targets: [
         .systemLibrary(
@@ -82,6 +85,27 @@ let package = Package(
         .testTarget(
             name: "NativeLibrariesTests",
             dependencies: ["CSQLite", "CLibUV"],
+            swiftSettings: swift5
+        ),
+        // The daemon: a thin shell around StoreSync that owns everything the
+        // engine must not (libuv event loop, signals, systemd, logging setup).
+        .executableTarget(
+            name: "storesyncd",
+            dependencies: [
+                "StoreSync",
+                "ObjectGraph",
+                "CLibUV",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "TOMLKit", package: "TOMLKit"),
+            ],
+            swiftSettings: swift5
+        ),
+        // Runs the built storesyncd binary (config checks, demo, systemd
+        // notify, end to end); ObjectGraph writes the stores it syncs.
+        .testTarget(
+            name: "storesyncdTests",
+            dependencies: ["storesyncd", "ObjectGraph"],
             swiftSettings: swift5
         ),
         .executableTarget(

@@ -1,0 +1,325 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Dispatch
+import Foundation
+import Logging
+import StoreSync
+
+/// The running daemon: owns the libuv loop and everything on it (directory
+/// watches, timers, signals, systemd notifications) and one `GroupRunner`
+/// per group for the blocking work. All of its state is touched on the loop
+/// thread only; runners hand results back through `loop.post`.
+final class Daemon {
+    enum State { case starting, running, reloading, stopping }
+
+    let loop: EventLoop
+    private(set) var configuration: DaemonConfiguration
+    private let overrides: ConfigurationOverrides
+    private let notifier: SystemdNotifier?
+    private var logger = Logger(label: "storesyncd")
+
+    private var state = State.starting
+    private var runners: [GroupRunner] = []
+    private var watches: [DirectoryWatch] = []
+    private var debouncers: [Debouncer] = []
+    private var rescanTimer: LoopTimer?
+    private var watchdogTimer: LoopTimer?
+    private var signals: [SignalWatch] = []
+    private var latest: [String: RoundSummary] = [:]
+    private var reloadAgain = false
+    private(set) var exitCode: Int32 = 0
+
+    /// Called on the loop thread once every group is open (after READY=1).
+    var onReady: (() -> Void)?
+    /// Called on the loop thread after every round of any group.
+    var onRound: ((RoundSummary) -> Void)?
+
+    init(configuration: DaemonConfiguration, overrides: ConfigurationOverrides) throws {
+        self.configuration = configuration
+        self.overrides = overrides
+        loop = try EventLoop()
+        notifier = SystemdNotifier()
+    }
+
+    /// Runs until SIGTERM/SIGINT (or `stop()`); returns the exit status.
+    func run() throws -> Int32 {
+        // A write to a closed pipe must be an error, not a silent death.
+        signal(SIGPIPE, SIG_IGN)
+        for (signalNumber, action) in [(SIGTERM, stop), (SIGINT, stop), (SIGHUP, reload)] as [(Int32, () -> Void)] {
+            signals.append(try SignalWatch(loop, signal: signalNumber) { action() })
+        }
+        if let interval = SystemdNotifier.watchdogInterval(), let notifier {
+            // Half the deadline, as sd_watchdog_enabled(3) recommends; from
+            // the loop itself, so a wedged loop stops pinging and systemd
+            // restarts it.
+            let timer = try LoopTimer(loop)
+            timer.start(after: interval / 2, repeating: interval / 2) { notifier.send(["WATCHDOG=1"]) }
+            watchdogTimer = timer
+            logger.debug("watchdog enabled", metadata: ["interval_s": "\(interval)"])
+        }
+        logger.info("starting", metadata: ["config": "\(configuration.file)", "groups": "\(configuration.groups.count)",
+                                           "state_directory": "\(configuration.stateDirectory.path)", "pid": "\(getpid())"])
+        try prepareDirectories(configuration)
+        startGroups { [self] failures in
+            guard state == .starting else { return }
+            if !failures.isEmpty {
+                logger.critical("cannot start", metadata: ["groups": "\(failures.joined(separator: ","))"])
+                exitCode = 1
+                notifier?.send(["STATUS=cannot open group \(failures.joined(separator: ", "))", "ERRNO=5"])
+                stop()
+                return
+            }
+            state = .running
+            notifier?.send(["READY=1", "STATUS=\(statusLine())"])
+            logger.info("ready", metadata: ["groups": "\(runners.count)", "stores": "\(runners.reduce(0) { $0 + $1.settings.stores.count })"])
+            onReady?()
+        }
+        loop.run()
+        return exitCode
+    }
+
+    private func prepareDirectories(_ configuration: DaemonConfiguration) throws {
+        for directory in [configuration.stateDirectory, configuration.runtimeDirectory] {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        }
+    }
+
+    // MARK: - Groups
+
+    /// Opens a runner per group (each on its own queue), then watches their
+    /// stores and starts the safety timer. `completion` runs on the loop
+    /// with the names of groups whose hub could not be opened.
+    private func startGroups(_ completion: @escaping ([String]) -> Void) {
+        let dispatchGroup = DispatchGroup()
+        let failuresLock = NSLock()
+        var failures: [String] = []
+        runners = configuration.groups.map { settings in
+            GroupRunner(settings: settings,
+                        configuration: settings.syncConfiguration(stateDirectory: configuration.stateDirectory,
+                                                                  historyRetention: configuration.historyRetention),
+                        logger: logger) { [loop] summary in
+                loop.post { [weak self] in self?.roundFinished(summary) }
+            }
+        }
+        for runner in runners {
+            dispatchGroup.enter()
+            runner.open { error in
+                if error != nil {
+                    failuresLock.lock()
+                    failures.append(runner.name)
+                    failuresLock.unlock()
+                }
+                dispatchGroup.leave()
+            }
+        }
+        dispatchGroup.notify(queue: .global()) { [loop] in
+            loop.post { [self] in
+                guard state != .stopping else { return completion(failures) }
+                if failures.isEmpty {
+                    do { try watchStores() } catch {
+                        logger.error("cannot watch the stores; the safety timer still runs rounds", metadata: ["error": "\(error)"])
+                    }
+                    startRescanTimer()
+                    // Changes made while the daemon was down, or before a
+                    // reload, are picked up now, not at the first timer tick.
+                    for runner in runners { runner.schedule(.round(trigger: "start")) }
+                }
+                completion(failures)
+            }
+        }
+    }
+
+    /// Closes every runner (each finishes its round in flight first), then
+    /// calls `completion` on the loop.
+    private func stopGroups(_ completion: @escaping () -> Void) {
+        for watch in watches { watch.close() }
+        watches.removeAll()
+        for debouncer in debouncers { debouncer.close() }
+        debouncers.removeAll()
+        rescanTimer?.close()
+        rescanTimer = nil
+        let dispatchGroup = DispatchGroup()
+        for runner in runners {
+            dispatchGroup.enter()
+            runner.close { dispatchGroup.leave() }
+        }
+        runners.removeAll()
+        latest.removeAll()
+        dispatchGroup.notify(queue: .global()) { [loop] in loop.post(completion) }
+    }
+
+    /// One inotify watch per directory holding a store: a save writes the
+    /// database, `-wal` or `-journal` beside it, and inotify does not recurse.
+    private func watchStores() throws {
+        var byDirectory: [String: [(GroupRunner, StoreSettings, Debouncer)]] = [:]
+        for runner in runners {
+            for store in runner.settings.stores {
+                let debouncer = try Debouncer(loop, delay: configuration.debounce) { [weak runner] in
+                    runner?.schedule(.store(store.name))
+                }
+                debouncers.append(debouncer)
+                byDirectory[store.path.deletingLastPathComponent().path, default: []].append((runner, store, debouncer))
+            }
+        }
+        for (directory, entries) in byDirectory.sorted(by: { $0.key < $1.key }) {
+            let watch = try DirectoryWatch(loop, path: directory) { name in
+                for (_, store, debouncer) in entries {
+                    let base = store.path.lastPathComponent
+                    // nil: libuv could not say which file (overflow): check all.
+                    if name == nil || name == base || name == base + "-wal" || name == base + "-journal" {
+                        debouncer.trigger()
+                    }
+                }
+            }
+            watches.append(watch)
+            logger.debug("watching", metadata: ["directory": "\(directory)", "stores": "\(entries.map { "\($0.0.name)/\($0.1.name)" }.joined(separator: ","))"])
+        }
+    }
+
+    /// Not a polling loop: a slow net under the file events (events lost to
+    /// an inotify overflow, a store on a file system without inotify, a
+    /// store that failed and may be back).
+    private func startRescanTimer() {
+        guard let timer = try? LoopTimer(loop) else { return }
+        timer.start(after: configuration.rescanInterval, repeating: configuration.rescanInterval) { [weak self] in
+            for runner in self?.runners ?? [] { runner.schedule(.round(trigger: "timer")) }
+        }
+        rescanTimer = timer
+    }
+
+    private func roundFinished(_ summary: RoundSummary) {
+        guard runners.contains(where: { $0.name == summary.group }) else { return }
+        latest[summary.group] = summary
+        if state == .running { notifier?.send(["STATUS=\(statusLine())"]) }
+        onRound?(summary)
+    }
+
+    /// `STATUS=`: one line, what `systemctl status` shows.
+    func statusLine() -> String {
+        let stores = latest.values.flatMap(\.stores)
+        let total = runners.reduce(0) { $0 + $1.settings.stores.count }
+        guard !stores.isEmpty else { return "\(runners.count) group\(runners.count == 1 ? "" : "s"), \(total) stores: starting" }
+        let count = { (state: SyncStoreStatus.State) in stores.filter { $0.state == state }.count }
+        let conflicts = stores.reduce(0) { $0 + $1.conflictsWaiting }
+        return "\(runners.count) group\(runners.count == 1 ? "" : "s"), \(total) stores: \(count(.ok)) ok, \(count(.catchingUp)) catching up, "
+            + "\(count(.paused)) paused, \(count(.failed)) failed; \(conflicts) conflict\(conflicts == 1 ? "" : "s") waiting"
+    }
+
+    // MARK: - Signals
+
+    /// SIGTERM/SIGINT: the rounds in flight finish, queued ones are dropped,
+    /// every group is closed, then the loop ends. Nothing is lost by
+    /// stopping early: the engine's cursors only move with what they cover.
+    func stop() {
+        guard state != .stopping else {
+            logger.notice("already stopping; waiting for the rounds in flight")
+            return
+        }
+        state = .stopping
+        notifier?.send(["STOPPING=1", "STATUS=stopping"])
+        logger.info("stopping")
+        stopGroups { [self] in
+            watchdogTimer?.close()
+            for signal in signals { signal.close() }
+            signals.removeAll()
+            logger.info("stopped")
+            loop.closeWakeup()
+        }
+    }
+
+    /// SIGHUP: re-read the file off the loop; a valid one replaces the
+    /// groups (each finishes its round in flight first), an invalid one is
+    /// refused and the running configuration kept.
+    func reload() {
+        switch state {
+        case .stopping: return
+        case .starting, .reloading:
+            // Read the file again once this settles: it may have changed since.
+            reloadAgain = true
+            return
+        case .running: break
+        }
+        state = .reloading
+        notifier?.send(["RELOADING=1", "MONOTONIC_USEC=\(SystemdNotifier.monotonicMicroseconds())", "STATUS=reloading"])
+        logger.info("reloading", metadata: ["config": "\(configuration.file)"])
+        let file = configuration.file, overrides = overrides
+        DispatchQueue.global().async { [loop] in
+            let result = Result { try DaemonConfiguration.load(file: file, overrides: overrides) }
+            loop.post { [weak self] in self?.finishReload(result) }
+        }
+    }
+
+    private func finishReload(_ result: Result<DaemonConfiguration, Error>) {
+        guard state == .reloading else { return }
+        switch result {
+        case .failure(let error):
+            logger.error("reload refused; keeping the running configuration", metadata: ["error": "\(error)"])
+            state = .running
+            notifier?.send(["READY=1", "STATUS=reload refused (\(error)); \(statusLine())"])
+            reloadIfAsked()
+        case .success(let new):
+            DaemonLogHandler.level = new.logLevel
+            DaemonLogHandler.output = DaemonLogHandler.resolve(new.logFormat)
+            do { try prepareDirectories(new) } catch {
+                logger.error("reload refused; keeping the running configuration", metadata: ["error": "\(error)"])
+                state = .running
+                notifier?.send(["READY=1", "STATUS=reload refused (\(error)); \(statusLine())"])
+                return reloadIfAsked()
+            }
+            stopGroups { [self] in
+                guard state == .reloading else { return }
+                configuration = new
+                startGroups { [self] failures in
+                    guard state == .reloading else { return }
+                    if !failures.isEmpty {
+                        logger.error("groups not running after reload", metadata: ["groups": "\(failures.joined(separator: ","))"])
+                    }
+                    state = .running
+                    notifier?.send(["READY=1", "STATUS=\(failures.isEmpty ? "" : "cannot open \(failures.joined(separator: ", ")); ")\(statusLine())"])
+                    logger.info("reloaded", metadata: ["groups": "\(runners.count)"])
+                    reloadIfAsked()
+                }
+            }
+        }
+    }
+
+    private func reloadIfAsked() {
+        if reloadAgain {
+            reloadAgain = false
+            reload()
+        }
+    }
+}
+
+/// Waits until a store's files have been quiet for `delay` before acting,
+/// but never longer than `maximum` after the first event, so a store that
+/// is written continuously still syncs.
+final class Debouncer {
+    private let timer: LoopTimer
+    private let delay: TimeInterval
+    private let maximum: TimeInterval
+    private let action: () -> Void
+    private var firstEvent: Date?
+
+    init(_ loop: EventLoop, delay: TimeInterval, action: @escaping () -> Void) throws {
+        timer = try LoopTimer(loop)
+        self.delay = delay
+        self.maximum = max(delay * 10, 0.5)
+        self.action = action
+    }
+
+    func trigger() {
+        let now = Date()
+        if let first = firstEvent, now.timeIntervalSince(first) >= maximum { return }
+        if firstEvent == nil { firstEvent = now }
+        let remaining = maximum - now.timeIntervalSince(firstEvent!)
+        timer.start(after: min(delay, remaining)) { [weak self] in
+            guard let self else { return }
+            firstEvent = nil
+            action()
+        }
+    }
+
+    func close() { timer.close() }
+}

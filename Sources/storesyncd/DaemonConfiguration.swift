@@ -1,0 +1,329 @@
+import Foundation
+import Logging
+import ObjectGraph
+import StoreSync
+import TOMLKit
+
+/// A configuration file that cannot be used: the file, the key (a dotted
+/// path such as `group[1].store[2].policy`, arrays of tables counted from 1
+/// in file order) and why. Printed as `FILE: key KEY: reason`, the form
+/// `--check-config` and a refused reload report, so an administrator can go
+/// straight to the line.
+struct ConfigurationError: Error, CustomStringConvertible {
+    var file: String
+    var key: String
+    var reason: String
+
+    var description: String { "\(file): key \(key): \(reason)" }
+}
+
+/// The log output formats (`log_format`, `--log-format`).
+enum LogFormat: String, CaseIterable {
+    /// journald when `$JOURNAL_STREAM` is stderr, logfmt otherwise.
+    case auto
+    /// `<N>` priority prefix, no timestamp: journald adds its own.
+    case journal
+    /// `time=… level=… msg=…` for terminals and plain files.
+    case logfmt
+    /// One JSON object per line.
+    case json
+}
+
+/// Settings given on the command line; each one wins over the file.
+struct ConfigurationOverrides {
+    var stateDirectory: String?
+    var runtimeDirectory: String?
+    var logLevel: Logger.Level?
+    var logFormat: LogFormat?
+}
+
+/// One store of a group, validated.
+struct StoreSettings: Equatable {
+    var name: String
+    var path: URL
+    var policy: SyncPolicy
+    var configuration: String?
+}
+
+/// One `[[group]]`, validated; its model is loaded.
+struct GroupSettings {
+    var name: String
+    var modelPath: URL
+    var model: ManagedObjectModel
+    var stores: [StoreSettings]
+
+    /// The engine's configuration: the hub lives in `<state>/<group>/`.
+    func syncConfiguration(stateDirectory: URL, historyRetention: TimeInterval) -> SyncGroupConfiguration {
+        SyncGroupConfiguration(name: name, model: model, stateDirectory: stateDirectory.appendingPathComponent(name, isDirectory: true),
+                               stores: stores.map { SyncStoreConfiguration(name: $0.name, url: $0.path, policy: $0.policy, configurationName: $0.configuration) },
+                               historyRetention: historyRetention)
+    }
+}
+
+/// The daemon's whole configuration: `storesyncd.toml` after defaults from
+/// systemd's environment and overrides from the command line.
+struct DaemonConfiguration {
+    /// The file it was read from (for messages and SIGHUP re-reads).
+    var file: String
+    var stateDirectory: URL
+    var runtimeDirectory: URL
+    var logLevel: Logger.Level
+    var logFormat: LogFormat
+    var historyRetention: TimeInterval
+    /// How often every group runs a round even without file events: a
+    /// safety net for events inotify cannot see (network file systems,
+    /// a watch limit reached, a directory replaced).
+    var rescanInterval: TimeInterval
+    /// How long a store's files must be quiet before the engine is asked to
+    /// look: one save touches the database, `-wal` and `-journal` several
+    /// times, and one pull should cover them all.
+    var debounce: TimeInterval
+    var groups: [GroupSettings]
+
+    static let topLevelKeys: Set<String> = ["state_directory", "runtime_directory", "log_level", "log_format",
+                                            "history_retention", "rescan_interval", "debounce", "group"]
+    static let groupKeys: Set<String> = ["name", "model", "store"]
+    static let storeKeys: Set<String> = ["name", "path", "policy", "configuration"]
+
+    /// The file read when `--config` is not given: systemd's
+    /// `$CONFIGURATION_DIRECTORY` (from `ConfigurationDirectory=`), else `/etc/storesyncd`.
+    static func defaultPath(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        let directory = firstPath(environment["CONFIGURATION_DIRECTORY"]) ?? "/etc/storesyncd"
+        return (directory as NSString).appendingPathComponent("storesyncd.toml")
+    }
+
+    /// systemd passes several directories colon-separated when a unit names
+    /// several; the first is this daemon's.
+    static func firstPath(_ value: String?) -> String? {
+        guard let value, let first = value.split(separator: ":").first, !first.isEmpty else { return nil }
+        return String(first)
+    }
+
+    /// Reads and validates a file. Every relative path in it is taken
+    /// relative to the file's directory, so a config and its stores can move
+    /// together (the demo relies on it).
+    static func load(file: String, overrides: ConfigurationOverrides = ConfigurationOverrides(),
+                     environment: [String: String] = ProcessInfo.processInfo.environment) throws -> DaemonConfiguration {
+        let text: String
+        do {
+            text = try String(contentsOfFile: file, encoding: .utf8)
+        } catch {
+            throw ConfigurationError(file: file, key: "(file)", reason: "cannot read the file: \((error as NSError).localizedDescription)")
+        }
+        let table: TOMLTable
+        do {
+            table = try TOMLTable(string: text)
+        } catch let error as TOMLParseError {
+            throw ConfigurationError(file: file, key: "(syntax)",
+                                     reason: "line \(error.source.begin.line), column \(error.source.begin.column): \(error.description)")
+        }
+        var reader = Reader(file: file, base: URL(fileURLWithPath: file).deletingLastPathComponent())
+        return try reader.configuration(table, overrides: overrides, environment: environment)
+    }
+}
+
+/// Walks the TOML table, naming the key of every problem.
+private struct Reader {
+    let file: String
+    let base: URL
+
+    func fail(_ key: String, _ reason: String) -> ConfigurationError {
+        ConfigurationError(file: file, key: key, reason: reason)
+    }
+
+    func checkKeys(_ table: TOMLTable, allowed: Set<String>, prefix: String) throws {
+        for key in table.keys.sorted() where !allowed.contains(key) {
+            throw fail(prefix + key, "unknown key (expected one of \(allowed.sorted().joined(separator: ", ")))")
+        }
+    }
+
+    func string(_ table: TOMLTable, _ key: String, prefix: String, required: Bool) throws -> String? {
+        guard let value = table[key] else {
+            if required { throw fail(prefix + key, "missing (required)") }
+            return nil
+        }
+        guard let string = value.string else { throw fail(prefix + key, "expected a string, found \(value.type)") }
+        guard !string.isEmpty else { throw fail(prefix + key, "must not be empty") }
+        return string
+    }
+
+    func path(_ string: String) -> URL {
+        let expanded = (string as NSString).expandingTildeInPath
+        return expanded.hasPrefix("/") ? URL(fileURLWithPath: expanded).standardizedFileURL
+            : base.appendingPathComponent(expanded).standardizedFileURL
+    }
+
+    /// A duration: an integer number of seconds, or a string such as
+    /// `"90s"`, `"15m"`, `"12h"`, `"7d"`.
+    func duration(_ table: TOMLTable, _ key: String, prefix: String = "") throws -> TimeInterval? {
+        guard let value = table[key] else { return nil }
+        if let seconds = value.int {
+            guard seconds >= 0 else { throw fail(prefix + key, "must not be negative") }
+            return TimeInterval(seconds)
+        }
+        if let seconds = value.double, value.type == .double {
+            guard seconds >= 0 else { throw fail(prefix + key, "must not be negative") }
+            return seconds
+        }
+        guard let text = value.string else { throw fail(prefix + key, "expected seconds or a duration string such as \"7d\", found \(value.type)") }
+        guard let seconds = Self.parseDuration(text) else {
+            throw fail(prefix + key, "'\(text)' is not a duration (a number followed by ms, s, m, h or d, e.g. \"7d\")")
+        }
+        return seconds
+    }
+
+    static func parseDuration(_ text: String) -> TimeInterval? {
+        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86400)]
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        for (suffix, factor) in units where trimmed.hasSuffix(suffix) {
+            let number = trimmed.dropLast(suffix.count).trimmingCharacters(in: .whitespaces)
+            // "5ms" also ends in "s": take the longest unit that leaves a number.
+            if let value = Double(number), value >= 0 { return value * factor }
+        }
+        return nil
+    }
+
+    mutating func configuration(_ table: TOMLTable, overrides: ConfigurationOverrides,
+                                environment: [String: String]) throws -> DaemonConfiguration {
+        try checkKeys(table, allowed: DaemonConfiguration.topLevelKeys, prefix: "")
+
+        // Precedence: flag, then the file, then systemd's environment, then
+        // the FHS default; an explicit setting always beats an inherited one.
+        let stateSetting = try string(table, "state_directory", prefix: "", required: false)
+        let runtimeSetting = try string(table, "runtime_directory", prefix: "", required: false)
+        let state = overrides.stateDirectory.map(path)
+            ?? stateSetting.map(path)
+            ?? DaemonConfiguration.firstPath(environment["STATE_DIRECTORY"]).map(path)
+            ?? URL(fileURLWithPath: "/var/lib/storesyncd")
+        let runtime = overrides.runtimeDirectory.map(path)
+            ?? runtimeSetting.map(path)
+            ?? DaemonConfiguration.firstPath(environment["RUNTIME_DIRECTORY"]).map(path)
+            ?? URL(fileURLWithPath: "/run/storesyncd")
+
+        var level = Logger.Level.info
+        if let text = try string(table, "log_level", prefix: "", required: false) {
+            guard let parsed = Logger.Level(rawValue: text) else {
+                throw fail("log_level", "'\(text)' is not a level (expected one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")))")
+            }
+            level = parsed
+        }
+        var format = LogFormat.auto
+        if let text = try string(table, "log_format", prefix: "", required: false) {
+            guard let parsed = LogFormat(rawValue: text) else {
+                throw fail("log_format", "'\(text)' is not a format (expected one of \(LogFormat.allCases.map(\.rawValue).joined(separator: ", ")))")
+            }
+            format = parsed
+        }
+        let retention = try duration(table, "history_retention") ?? 7 * 86400
+        let rescan = try duration(table, "rescan_interval") ?? 30
+        guard rescan >= 1 else { throw fail("rescan_interval", "must be at least 1 second (it is a safety net, not a polling loop)") }
+        let debounce = try duration(table, "debounce") ?? 0.05
+        guard debounce <= 10 else { throw fail("debounce", "must be at most 10 seconds (changes would wait that long)") }
+
+        var groups: [GroupSettings] = []
+        if let value = table["group"] {
+            guard let array = value.array else { throw fail("group", "expected an array of tables ([[group]]), found \(value.type)") }
+            for (index, element) in array.enumerated() {
+                let prefix = "group[\(index + 1)]."
+                guard let groupTable = element.table else { throw fail("group[\(index + 1)]", "expected a table, found \(element.type)") }
+                let group = try self.group(groupTable, prefix: prefix)
+                if groups.contains(where: { $0.name == group.name }) {
+                    throw fail(prefix + "name", "group '\(group.name)' is defined twice")
+                }
+                groups.append(group)
+            }
+        }
+        guard !groups.isEmpty else { throw fail("group", "no [[group]] defined: there is nothing to sync") }
+        // Two groups writing one store would push to each other forever.
+        var owners: [String: String] = [:]
+        for (gi, group) in groups.enumerated() {
+            for (si, store) in group.stores.enumerated() {
+                if let other = owners[store.path.path] {
+                    throw fail("group[\(gi + 1)].store[\(si + 1)].path", "\(store.path.path) is already store \(other)")
+                }
+                owners[store.path.path] = "\(store.name) of group \(group.name)"
+            }
+        }
+
+        return DaemonConfiguration(file: file, stateDirectory: state, runtimeDirectory: runtime,
+                                   logLevel: overrides.logLevel ?? level, logFormat: overrides.logFormat ?? format,
+                                   historyRetention: retention, rescanInterval: rescan, debounce: debounce, groups: groups)
+    }
+
+    /// Names become directory names (`<state>/<group>/`) and log fields.
+    func checkName(_ name: String, key: String) throws {
+        let allowed = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+        guard name.unicodeScalars.allSatisfy(allowed.contains), name != ".", name != ".." else {
+            throw fail(key, "'\(name)' may contain only letters, digits, '_', '.' and '-'")
+        }
+    }
+
+    func group(_ table: TOMLTable, prefix: String) throws -> GroupSettings {
+        try checkKeys(table, allowed: DaemonConfiguration.groupKeys, prefix: prefix)
+        let name = try string(table, "name", prefix: prefix, required: true)!
+        try checkName(name, key: prefix + "name")
+        let modelPath = path(try string(table, "model", prefix: prefix, required: true)!)
+        let known = ["xcdatamodeld", "xcdatamodel", "momd", "mom"]
+        guard known.contains(modelPath.pathExtension) else {
+            throw fail(prefix + "model", "\(modelPath.path) is not a model (expected a path ending in .\(known.joined(separator: ", ."))")
+        }
+        guard FileManager.default.fileExists(atPath: modelPath.path) else { throw fail(prefix + "model", "\(modelPath.path) does not exist") }
+        let model: ManagedObjectModel
+        do {
+            model = try ManagedObjectModel(contentsOf: modelPath)
+        } catch {
+            throw fail(prefix + "model", "cannot load \(modelPath.path): \(error)")
+        }
+        guard !model.entities.isEmpty else { throw fail(prefix + "model", "\(modelPath.path) has no entities") }
+
+        guard let value = table["store"] else { throw fail(prefix + "store", "missing (a group needs two or more [[group.store]] tables)") }
+        guard let array = value.array else { throw fail(prefix + "store", "expected an array of tables ([[group.store]]), found \(value.type)") }
+        var stores: [StoreSettings] = []
+        for (index, element) in array.enumerated() {
+            let storePrefix = "\(prefix)store[\(index + 1)]."
+            guard let storeTable = element.table else { throw fail("\(prefix)store[\(index + 1)]", "expected a table, found \(element.type)") }
+            let store = try self.store(storeTable, prefix: storePrefix, model: model)
+            if stores.contains(where: { $0.name == store.name }) {
+                throw fail(storePrefix + "name", "store '\(store.name)' is defined twice in group '\(name)'")
+            }
+            if stores.contains(where: { $0.path == store.path }) {
+                throw fail(storePrefix + "path", "\(store.path.path) is already store '\(stores.first { $0.path == store.path }!.name)'")
+            }
+            stores.append(store)
+        }
+        guard stores.count >= 2 else {
+            throw fail(prefix + "store", "group '\(name)' has \(stores.count) store\(stores.count == 1 ? "" : "s"); syncing needs two or more")
+        }
+        return GroupSettings(name: name, modelPath: modelPath, model: model, stores: stores)
+    }
+
+    func store(_ table: TOMLTable, prefix: String, model: ManagedObjectModel) throws -> StoreSettings {
+        try checkKeys(table, allowed: DaemonConfiguration.storeKeys, prefix: prefix)
+        let name = try string(table, "name", prefix: prefix, required: true)!
+        try checkName(name, key: prefix + "name")
+        let url = path(try string(table, "path", prefix: prefix, required: true)!)
+        var isDirectory: ObjCBool = false
+        // The file itself may be missing (the engine creates or waits for
+        // it); its directory must exist, or no file event could ever come.
+        let directory = url.deletingLastPathComponent().path
+        guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw fail(prefix + "path", "the directory \(directory) does not exist")
+        }
+        if FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory), isDirectory.boolValue {
+            throw fail(prefix + "path", "\(url.path) is a directory, not a SQLite store file")
+        }
+        let policyName = try string(table, "policy", prefix: prefix, required: true)!
+        let policy: SyncPolicy
+        do {
+            policy = try SyncPolicy(configurationName: policyName)
+        } catch {
+            throw fail(prefix + "policy", "'\(policyName)' is not a policy (expected one of \(SyncPolicy.allCases.map(\.rawValue).joined(separator: ", ")))")
+        }
+        let configuration = try string(table, "configuration", prefix: prefix, required: false)
+        if let configuration, !model.configurations.contains(configuration) {
+            let known = model.configurations.isEmpty ? "it has none" : "it has \(model.configurations.sorted().joined(separator: ", "))"
+            throw fail(prefix + "configuration", "the model has no configuration '\(configuration)' (\(known))")
+        }
+        return StoreSettings(name: name, path: url, policy: policy, configuration: configuration)
+    }
+}

@@ -1,0 +1,195 @@
+import CLibUV
+import Foundation
+
+/// A thin Swift layer over one libuv loop: timers, directory watches,
+/// signals, and `post` for other threads to hand work back to the loop.
+///
+/// Every handle keeps its Swift object alive through `handle->data`
+/// (retained) until libuv's close callback has run, because libuv may still
+/// touch the handle's memory between `uv_close` and that callback.
+///
+/// Everything except `post` must be called on the loop's thread.
+final class EventLoop {
+    let loop: UnsafeMutablePointer<uv_loop_t>
+    private var wakeup: LoopHandle!
+    private let lock = NSLock()
+    private var posted: [() -> Void] = []
+
+    init() throws {
+        loop = .allocate(capacity: 1)
+        let status = uv_loop_init(loop)
+        guard status == 0 else { throw LoopError(call: "uv_loop_init", status: status) }
+        let handle = LoopHandle(type: UV_ASYNC)
+        let async = handle.pointer(uv_async_t.self)
+        try LoopError.check("uv_async_init", uv_async_init(loop, async) { async in
+            guard let async else { return }
+            let handle = UnsafeMutableRawPointer(async).assumingMemoryBound(to: uv_handle_t.self)
+            guard let data = uv_loop_get_data(uv_handle_get_loop(handle)) else { return }
+            Unmanaged<EventLoop>.fromOpaque(data).takeUnretainedValue().drain()
+        })
+        handle.attach()
+        wakeup = handle
+        uv_loop_set_data(loop, Unmanaged.passUnretained(self).toOpaque())
+    }
+
+    /// Runs until every handle is closed.
+    func run() {
+        uv_run(loop, UV_RUN_DEFAULT)
+    }
+
+    /// Runs `block` on the loop thread soon; callable from any thread. libuv
+    /// coalesces several `uv_async_send` into one callback, so blocks queue here.
+    func post(_ block: @escaping () -> Void) {
+        lock.lock()
+        posted.append(block)
+        lock.unlock()
+        uv_async_send(wakeup.pointer(uv_async_t.self))
+    }
+
+    private func drain() {
+        lock.lock()
+        let blocks = posted
+        posted.removeAll()
+        lock.unlock()
+        for block in blocks { block() }
+    }
+
+    /// Closes the wake-up handle: the last step of a shutdown, after which
+    /// `run()` returns once the other handles are closed too.
+    func closeWakeup() {
+        drain()
+        wakeup.close()
+    }
+
+    deinit {
+        uv_loop_close(loop)
+        loop.deallocate()
+    }
+}
+
+struct LoopError: Error, CustomStringConvertible {
+    var call: String
+    var status: Int32
+    var path: String?
+
+    var description: String {
+        let reason = String(cString: uv_strerror(status))
+        return path.map { "\(call) \($0): \(reason)" } ?? "\(call): \(reason)"
+    }
+
+    static func check(_ call: String, _ status: Int32, path: String? = nil) throws {
+        if status != 0 { throw LoopError(call: call, status: status, path: path) }
+    }
+}
+
+/// Memory for one libuv handle, owned by a Swift object. `attach()` retains
+/// the object from `handle->data`; the close callback releases it.
+class LoopHandle {
+    let raw: UnsafeMutableRawPointer
+    private(set) var closed = false
+    private var attached = false
+
+    init(type: uv_handle_type) {
+        let size = uv_handle_size(type)
+        raw = .allocate(byteCount: size, alignment: 16)
+        raw.initializeMemory(as: UInt8.self, repeating: 0, count: size)
+    }
+
+    func pointer<T>(_ type: T.Type) -> UnsafeMutablePointer<T> { raw.assumingMemoryBound(to: T.self) }
+
+    var handle: UnsafeMutablePointer<uv_handle_t> { raw.assumingMemoryBound(to: uv_handle_t.self) }
+
+    func attach() {
+        attached = true
+        uv_handle_set_data(handle, Unmanaged.passRetained(self).toOpaque())
+    }
+
+    static func owner(of raw: UnsafeMutableRawPointer) -> LoopHandle? {
+        guard let data = uv_handle_get_data(raw.assumingMemoryBound(to: uv_handle_t.self)) else { return nil }
+        return Unmanaged<LoopHandle>.fromOpaque(data).takeUnretainedValue()
+    }
+
+    /// Stops and closes the handle; its memory is freed after libuv's close
+    /// callback. Closing twice does nothing.
+    func close() {
+        guard !closed else { return }
+        closed = true
+        guard attached else { return }
+        uv_close(handle) { handle in
+            guard let handle, let data = uv_handle_get_data(handle) else { return }
+            uv_handle_set_data(handle, nil)
+            Unmanaged<LoopHandle>.fromOpaque(data).release()
+        }
+    }
+
+    deinit { raw.deallocate() }
+}
+
+/// A repeating or one-shot `uv_timer_t`.
+final class LoopTimer: LoopHandle {
+    private var action: () -> Void = {}
+
+    init(_ loop: EventLoop) throws {
+        super.init(type: UV_TIMER)
+        try LoopError.check("uv_timer_init", uv_timer_init(loop.loop, pointer(uv_timer_t.self)))
+        attach()
+    }
+
+    /// (Re)starts the timer: `after` seconds, then every `repeating` seconds
+    /// (0: once). Restarting a running timer is how debouncing works.
+    func start(after: TimeInterval, repeating: TimeInterval = 0, _ action: @escaping () -> Void) {
+        guard !closed else { return }
+        self.action = action
+        uv_timer_start(pointer(uv_timer_t.self), { timer in
+            guard let timer, let owner = LoopHandle.owner(of: UnsafeMutableRawPointer(timer)) as? LoopTimer else { return }
+            owner.action()
+        }, UInt64((after * 1000).rounded(.up)), UInt64((repeating * 1000).rounded(.up)))
+    }
+
+    func stop() {
+        guard !closed else { return }
+        uv_timer_stop(pointer(uv_timer_t.self))
+    }
+}
+
+/// A `uv_fs_event_t` on one directory. On Linux this is inotify, which does
+/// not recurse; the daemon watches each store's own directory.
+final class DirectoryWatch: LoopHandle {
+    private let action: (String?) -> Void
+    let path: String
+
+    /// `action` gets the name of the entry that changed (nil when libuv
+    /// could not tell, e.g. the queue overflowed: treat as "anything").
+    init(_ loop: EventLoop, path: String, _ action: @escaping (String?) -> Void) throws {
+        self.action = action
+        self.path = path
+        super.init(type: UV_FS_EVENT)
+        try LoopError.check("uv_fs_event_init", uv_fs_event_init(loop.loop, pointer(uv_fs_event_t.self)))
+        attach()
+        let status = uv_fs_event_start(pointer(uv_fs_event_t.self), { event, filename, _, status in
+            guard let event, let owner = LoopHandle.owner(of: UnsafeMutableRawPointer(event)) as? DirectoryWatch else { return }
+            owner.action(status == 0 ? filename.map { String(cString: $0) } : nil)
+        }, path, 0)
+        if status != 0 {
+            close()
+            throw LoopError(call: "uv_fs_event_start", status: status, path: path)
+        }
+    }
+}
+
+/// A `uv_signal_t`: libuv turns the signal into a loop callback, so the
+/// handler runs on the loop thread with no async-signal-safety limits.
+final class SignalWatch: LoopHandle {
+    private let action: () -> Void
+
+    init(_ loop: EventLoop, signal: Int32, _ action: @escaping () -> Void) throws {
+        self.action = action
+        super.init(type: UV_SIGNAL)
+        try LoopError.check("uv_signal_init", uv_signal_init(loop.loop, pointer(uv_signal_t.self)))
+        attach()
+        try LoopError.check("uv_signal_start", uv_signal_start(pointer(uv_signal_t.self), { handle, _ in
+            guard let handle, let owner = LoopHandle.owner(of: UnsafeMutableRawPointer(handle)) as? SignalWatch else { return }
+            owner.action()
+        }, signal))
+    }
+}

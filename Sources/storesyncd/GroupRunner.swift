@@ -1,0 +1,186 @@
+import Dispatch
+import Foundation
+import Logging
+import StoreSync
+
+/// What one round of work did, for the log line, `STATUS=` and the demo.
+struct RoundSummary {
+    var group: String
+    /// What asked for the round: `start`, `timer`, `store:<name>`.
+    var trigger: String
+    var moved: Bool
+    var duration: TimeInterval
+    var stores: [SyncStoreStatus]
+    var error: String?
+
+    func count(_ state: SyncStoreStatus.State) -> Int { stores.filter { $0.state == state }.count }
+    var conflicts: Int { stores.reduce(0) { $0 + $1.conflictsWaiting } }
+    var hubPosition: Int64 { stores.first?.hubPosition ?? 0 }
+}
+
+/// One sync group and the serial queue all of its blocking work runs on:
+/// opening the hub and the stores, rounds, closing. The loop thread only
+/// calls `schedule`, `open` and `close`, which never block.
+///
+/// Rounds asked for while one is already waiting are merged into it (a
+/// burst of file events costs one round); a request that arrives while a
+/// round *runs* queues one more, since that round may have read the store
+/// before the new change committed.
+final class GroupRunner {
+    enum Job: Hashable {
+        /// `runRound()` until idle: every store pulled, then pushed.
+        case round(trigger: String)
+        /// `storeDidChange(_:)`: pull this store, push to all.
+        case store(String)
+
+        var trigger: String {
+            switch self {
+            case .round(let trigger): return trigger
+            case .store(let name): return "store:\(name)"
+            }
+        }
+    }
+
+    let settings: GroupSettings
+    let configuration: SyncGroupConfiguration
+    private let queue: DispatchQueue
+    private var logger: Logger
+    /// Called on the group's queue after every job.
+    private let onRound: (RoundSummary) -> Void
+
+    // Only touched on `queue`.
+    private var group: SyncGroup?
+    private var previous: RoundSummary?
+
+    // Touched from the loop thread and the queue.
+    private let lock = NSLock()
+    private var waiting: Set<Job> = []
+    private var stopping = false
+
+    var name: String { settings.name }
+
+    init(settings: GroupSettings, configuration: SyncGroupConfiguration, logger: Logger, onRound: @escaping (RoundSummary) -> Void) {
+        self.settings = settings
+        self.configuration = configuration
+        self.queue = DispatchQueue(label: "storesyncd.group.\(settings.name)")
+        var logger = logger
+        logger[metadataKey: "group"] = "\(settings.name)"
+        self.logger = logger
+        self.onRound = onRound
+    }
+
+    /// Opens the hub and the stores on the group's queue; `completion` runs
+    /// there too, with the error when the hub could not be opened (stores
+    /// that cannot be opened only show as failed and are retried).
+    func open(completion: @escaping (Error?) -> Void) {
+        queue.async { [self] in
+            do {
+                try FileManager.default.createDirectory(at: configuration.stateDirectory, withIntermediateDirectories: true)
+                let group = try SyncGroup(configuration: configuration)
+                self.group = group
+                let failed = try group.status().filter { $0.state == .failed }
+                for store in failed {
+                    logger.warning("store not open", metadata: ["store": "\(store.name)", "error": "\(store.lastError ?? "unknown")"])
+                }
+                logger.info("group open", metadata: ["stores": "\(configuration.stores.count)", "hub": "\(configuration.stateDirectory.appendingPathComponent("hub.sqlite").path)"])
+                completion(nil)
+            } catch {
+                logger.error("cannot open group", metadata: ["error": "\(error)"])
+                completion(error)
+            }
+        }
+    }
+
+    /// Asks for a job; merged with an identical one not started yet.
+    func schedule(_ job: Job) {
+        lock.lock()
+        guard !stopping, waiting.insert(job).inserted else {
+            lock.unlock()
+            return
+        }
+        lock.unlock()
+        queue.async { [self] in run(job) }
+    }
+
+    /// Finishes the job in flight, drops the ones not started, closes the
+    /// stores and the hub; `completion` runs on the group's queue.
+    func close(completion: @escaping () -> Void) {
+        lock.lock()
+        stopping = true
+        waiting.removeAll()
+        lock.unlock()
+        queue.async { [self] in
+            if let group {
+                do { try group.close() } catch { logger.error("closing the group failed", metadata: ["error": "\(error)"]) }
+                logger.info("group closed")
+            }
+            group = nil
+            completion()
+        }
+    }
+
+    private func run(_ job: Job) {
+        lock.lock()
+        let cancelled = stopping
+        waiting.remove(job)
+        lock.unlock()
+        guard !cancelled, let group else { return }
+
+        let start = Date()
+        var failure: String?
+        do {
+            switch job {
+            case .round: try group.runUntilIdle(limit: 20)
+            case .store(let name): try group.storeDidChange(name)
+            }
+        } catch {
+            failure = "\(error)"
+        }
+        var stores: [SyncStoreStatus] = []
+        do { stores = try group.status() } catch { failure = failure ?? "status: \(error)" }
+        let summary = RoundSummary(group: name, trigger: job.trigger, moved: Self.moved(from: previous?.stores, to: stores),
+                                   duration: Date().timeIntervalSince(start), stores: stores, error: failure)
+        log(summary)
+        previous = summary
+        onRound(summary)
+    }
+
+    /// Positions are what a round moves; comparing them tells a round that
+    /// did something from one that only looked.
+    static func moved(from old: [SyncStoreStatus]?, to new: [SyncStoreStatus]) -> Bool {
+        guard let old else { return true }
+        let key = { (s: SyncStoreStatus) in "\(s.name):\(s.pulledThrough):\(s.pushedThrough):\(s.hubPosition):\(s.storePosition)" }
+        return old.map(key) != new.map(key)
+    }
+
+    /// One line per round. A round that moved nothing and changed no state
+    /// logs at debug: the safety timer would otherwise put an idle line in
+    /// the journal every 30 s per group (Litestream issue #1203 is users
+    /// asking for exactly that to stop).
+    private func log(_ summary: RoundSummary) {
+        let states = summary.stores.map { "\($0.name)=\($0.state.rawValue)" }.joined(separator: ",")
+        let changedState = previous.map { old in old.stores.map(\.state) != summary.stores.map(\.state) || old.conflicts != summary.conflicts } ?? true
+        let metadata: Logger.Metadata = [
+            "trigger": "\(summary.trigger)", "moved": "\(summary.moved)",
+            "duration_ms": "\(Int((summary.duration * 1000).rounded()))", "hub_position": "\(summary.hubPosition)",
+            "ok": "\(summary.count(.ok))", "catching_up": "\(summary.count(.catchingUp))", "paused": "\(summary.count(.paused))",
+            "failed": "\(summary.count(.failed))", "conflicts": "\(summary.conflicts)", "stores": "\(states)",
+        ]
+        if let error = summary.error {
+            logger.error("round failed", metadata: metadata.merging(["error": "\(error)"]) { $1 })
+        } else if summary.moved || changedState {
+            logger.info("round", metadata: metadata)
+        } else {
+            logger.debug("round", metadata: metadata)
+        }
+        // A store's error is logged when it appears or changes, not every round.
+        for store in summary.stores {
+            let before = previous?.stores.first { $0.name == store.name }
+            if let error = store.lastError, error != before?.lastError {
+                logger.warning("store failing", metadata: ["store": "\(store.name)", "error": "\(error)"])
+            } else if store.lastError == nil, before?.lastError != nil {
+                logger.notice("store recovered", metadata: ["store": "\(store.name)"])
+            }
+        }
+    }
+}
