@@ -112,6 +112,7 @@ let package = Package(
             name: "storesync-bench",
             dependencies: [
                 "ObjectGraph",
+                "StoreSync",
                 "CSQLite",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],

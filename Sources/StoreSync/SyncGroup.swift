@@ -118,7 +118,12 @@ public final class SyncGroup {
 
     /// Rounds until nothing moves (at most `limit`).
     public func runUntilIdle(limit: Int = 50) throws {
-        for _ in 0..<limit where try runRound() {}
+        for _ in 0..<limit {
+            let moved = try runRound()
+            // Idle: nothing moved and no store is failing or waiting to open
+            // (those are retried, up to `limit`, as before).
+            if !moved && unopened.isEmpty && !members.contains(where: \.failed) { return }
+        }
     }
 
     private func attempt(_ member: Member, _ body: () throws -> Bool) -> Bool {
@@ -361,7 +366,8 @@ public final class SyncGroup {
                 defer { member.access.reset() }
                 member.context.name = "push:\(hubPosition)"
                 var states: [(UUID, ObjectState)] = []
-                for gid in objects.sorted(by: { $0.uuidString < $1.uuidString }) {
+                // In identifier-text order; each text made once, not per comparison.
+                for gid in objects.map({ ($0.uuidString, $0) }).sorted(by: { $0.0 < $1.0 }).map(\.1) {
                     if let state = try hub.state(of: gid) {
                         states.append((gid, state))
                     } else if let object = try member.access.object(gid) {

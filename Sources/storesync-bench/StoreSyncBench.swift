@@ -12,6 +12,7 @@ struct StoreSyncBench: ParsableCommand {
             PredicateBenchmark.self,
             SQLiteBenchmark.self,
             SQLiteStoreBenchmark.self,
+            SyncBenchmark.self,
         ]
     )
 }
