@@ -357,7 +357,19 @@ public final class SyncGroup {
         // An object in conflict keeps the store's version until resolved.
         objects.subtract(try hub.conflicts(store: member.name, includingResolved: false).map(\.globalIdentifier))
         // Only the hub's bookkeeping moved (cursors of other stores): nothing to write.
-        if objects.isEmpty && !cursor.needsFullPush { return false }
+        if objects.isEmpty && !cursor.needsFullPush {
+            // A store only written by its application receives nothing, so its
+            // received position would never move and every pull and push would
+            // read the hub's history from there again. Now and then record
+            // that it has seen everything up to here (metadata only: no row
+            // changes, so no file event loop; a mark keeps its base exact).
+            if hubPosition - pushed >= Self.idleAdvanceStep {
+                let before = try member.coordinator.currentPersistentHistoryToken(fromStores: [member.store])?.position ?? 0
+                member.store.metadata[pushedKey] = Int(hubPosition)
+                try recordPushMark(member, storePosition: before, hubPosition: hubPosition)
+            }
+            return false
+        }
 
         let before = try member.coordinator.currentPersistentHistoryToken(fromStores: [member.store])?.position ?? 0
         var wroteRows = false
@@ -405,6 +417,10 @@ public final class SyncGroup {
         try hub.commit(batch)
         return wroteRows || !objects.isEmpty
     }
+
+    /// How far the hub may move past a store that receives nothing before its
+    /// received position is advanced anyway.
+    static let idleAdvanceStep: Int64 = 256
 
     /// Hub positions a store received by pushes that changed nothing in it
     /// (and so left no transaction in its history): (store position, hub position).

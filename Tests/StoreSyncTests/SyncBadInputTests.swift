@@ -91,4 +91,46 @@ import Testing
         #expect(status.allSatisfy { $0.state == .ok }, "idle stores are in sync: \(status.map { "\($0.name): \($0.state)" })")
         #expect(try names(directory.appendingPathComponent("s2.sqlite")) == ["one", "two"].map { ObjectState.canonical($0) })
     }
+
+    /// A store only its application writes receives nothing from the hub;
+    /// its received position still moves on (so the engine does not read
+    /// the hub's history from its start on every round), and a change made
+    /// after that is still settled against what the hub changed.
+    @Test func aWriteOnlyStoreAdvancesItsReceivedPosition() throws {
+        let directory = try SyncFixtures.directory()
+        let group = try SyncFixtures.group([.storeTrump, .storeTrump], in: directory)
+        let s1 = directory.appendingPathComponent("s1.sqlite")
+        let app = try SyncFixtures.app(s1)
+        for n in 0..<Int(SyncGroup.idleAdvanceStep) {
+            try app.performAndWait {
+                try app.insertNewObject(forEntityName: "Record").setValue("r\(n)", forKey: "name")
+                try app.save()
+            }
+            try group.storeDidChange("s1")
+        }
+        try group.runUntilIdle()
+        let pushed = try SQLiteStore.metadataForStore(at: s1)[SyncGroup.metadataKey("test", "pushedThrough")] as? Int
+        #expect((pushed ?? 0) >= Int(SyncGroup.idleAdvanceStep), "received position \(pushed.map(String.init) ?? "none")")
+        // s2 changes a record, s1 changes the same one after its position moved: still a conflict, settled by store-trump.
+        let app2 = try SyncFixtures.app(directory.appendingPathComponent("s2.sqlite"))
+        func setA(_ context: ManagedObjectContext, _ value: Int32) throws {
+            try context.performAndWait {
+                context.reset()
+                let request = FetchRequest(entityName: "Record")
+                request.predicate = try FetchPredicate(format: "name == 'r0'")
+                try #require(try context.fetch(request).first).setValue(value, forKey: "a")
+                try context.save()
+            }
+        }
+        try group.pause("s1")          // s1 does not receive s2's change before making its own
+        try setA(app2, 2)
+        try group.storeDidChange("s2")
+        try setA(app, 1)
+        try group.resume("s1")
+        try group.runUntilIdle()
+        for url in [s1, directory.appendingPathComponent("s2.sqlite")] {
+            let record = try SyncFixtures.contents(url).values.first { $0["name"] == ObjectState.canonical("r0") }
+            #expect(record?["a"] == ObjectState.canonical(Int32(2)), "\(url.lastPathComponent): \(record ?? [:])")
+        }
+    }
 }
