@@ -18,6 +18,22 @@ import Testing
     }
 
     func setUp(_ policy: SyncPolicy) throws -> Setup {
+        try setUp(policy) { apps, edit in
+            try edit(apps[0], ["a": 2, "b": 2])
+            try edit(apps[1], ["a": 3, "c": 3])
+        }
+    }
+
+    /// Deletes the record in one application's store.
+    func delete(_ app: ManagedObjectContext) throws {
+        try app.performAndWait {
+            app.reset()
+            app.delete(try #require(try app.fetch(FetchRequest(entityName: "Record")).first))
+            try app.save()
+        }
+    }
+
+    func setUp(_ policy: SyncPolicy, edits: ([ManagedObjectContext], (ManagedObjectContext, [String: Int32]) throws -> Void) throws -> Void) throws -> Setup {
         let directory = try SyncFixtures.directory()
         let group = try SyncFixtures.group([.objectTrump, policy], in: directory)
         let apps = try (1...2).map { try SyncFixtures.app(directory.appendingPathComponent("s\($0).sqlite"), author: "app\($0)") }
@@ -36,8 +52,7 @@ import Testing
                 try app.save()
             }
         }
-        try edit(apps[0], ["a": 2, "b": 2])
-        try edit(apps[1], ["a": 3, "c": 3])
+        try edits(apps, edit)
         return Setup(directory: directory, group: group, apps: apps, record: gid)
     }
 
@@ -88,5 +103,74 @@ import Testing
         try setup.group.runUntilIdle()
         #expect(try setup.group.conflicts().isEmpty)
         try expect(setup, a, b, c)
+    }
+
+    /// The record's presence in hub, s1 and s2 and, where present, its `a`.
+    func outcome(_ setup: Setup) throws -> [String] {
+        try ["state/hub.sqlite", "s1.sqlite", "s2.sqlite"].map { file in
+            try SyncFixtures.contents(setup.directory.appendingPathComponent(file))[setup.record]?["a"] ?? "gone"
+        }
+    }
+
+    // MOC-MP-10, extended to the hub (docs/SYNC.md, policy table): s2's
+    // policy decides; s1 (object-trump) changed the record first.
+    static let a2 = ObjectState.canonical(Int32(2)), a3 = ObjectState.canonical(Int32(3))
+
+    /// (i) Deleted in the store, updated at the hub: store-trump and
+    /// rollback cancel the delete; object-trump and overwrite delete.
+    @Test(arguments: [(SyncPolicy.storeTrump, false), (.rollback, false), (.objectTrump, true), (.overwrite, true)])
+    func deletedInTheStoreUpdatedAtTheHub(_ policy: SyncPolicy, _ deleted: Bool) throws {
+        let setup = try setUp(policy) { apps, edit in
+            try edit(apps[0], ["a": 2])
+            try self.delete(apps[1])
+        }
+        try setup.group.runUntilIdle()
+        #expect(try setup.group.conflicts().isEmpty)
+        #expect(try outcome(setup) == Array(repeating: deleted ? "gone" : Self.a2, count: 3))
+    }
+
+    /// (ii) Updated in the store, deleted at the hub: store-trump and
+    /// rollback delete it everywhere; object-trump and overwrite re-insert it
+    /// with the store's values (where a context fails with 133000).
+    @Test(arguments: [(SyncPolicy.storeTrump, false), (.rollback, false), (.objectTrump, true), (.overwrite, true)])
+    func updatedInTheStoreDeletedAtTheHub(_ policy: SyncPolicy, _ kept: Bool) throws {
+        let setup = try setUp(policy) { apps, edit in
+            try self.delete(apps[0])
+            try edit(apps[1], ["a": 3])
+        }
+        try setup.group.runUntilIdle()
+        #expect(try setup.group.conflicts().isEmpty)
+        #expect(try outcome(setup) == Array(repeating: kept ? Self.a3 : "gone", count: 3))
+    }
+
+    /// Both cases under `error`: one conflict of the right kind; each
+    /// resolution finishes the sync.
+    @Test(arguments: [(true, ConflictResolution.incoming), (true, .hub), (false, .incoming), (false, .hub)])
+    func deleteAgainstUpdateUnderErrorIsAConflict(_ storeDeletes: Bool, _ resolution: ConflictResolution) throws {
+        let setup = try setUp(.error) { apps, edit in
+            if storeDeletes {
+                try edit(apps[0], ["a": 2])
+                try self.delete(apps[1])
+            } else {
+                try self.delete(apps[0])
+                try edit(apps[1], ["a": 3])
+            }
+        }
+        try setup.group.runUntilIdle()
+        let conflicts = try setup.group.conflicts()
+        try #require(conflicts.count == 1)
+        #expect(conflicts[0].kind == (storeDeletes ? .deleteVersusUpdate : .updateVersusDelete))
+        try setup.group.resolve(conflicts[0].id, taking: resolution)
+        try setup.group.runUntilIdle()
+        #expect(try setup.group.conflicts().isEmpty)
+        // incoming: the store's side (deleted / a = 3); hub: the hub's (a = 2 / deleted).
+        let expected: String
+        switch (storeDeletes, resolution) {
+        case (true, .incoming): expected = "gone"
+        case (true, .hub): expected = Self.a2
+        case (false, .incoming): expected = Self.a3
+        case (false, .hub): expected = "gone"
+        }
+        #expect(try outcome(setup) == Array(repeating: expected, count: 3))
     }
 }
