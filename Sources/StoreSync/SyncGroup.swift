@@ -517,19 +517,28 @@ public final class SyncGroup {
         }
     }
 
-    /// Deletes history every party has moved past: each store's up to what
-    /// the hub pulled, the hub's up to the oldest base a store's unpulled
-    /// changes can still refer to.
-    public func purgeHistory() throws {
+    /// Deletes history every party has moved past and that is older than
+    /// the configuration's `historyRetention`: each store's up to what the
+    /// hub pulled, the hub's up to the oldest base or push position a store
+    /// can still refer to. Nothing is purged while a store is not open.
+    /// - Returns: the number of row changes deleted.
+    @discardableResult
+    public func purgeHistory(now: Date = Date()) throws -> Int {
+        guard unopened.isEmpty else { return 0 }
+        let floor = now.addingTimeInterval(-max(0, configuration.historyRetention))
         var hubFloor = Int64.max
+        var deleted = 0
         for member in members {
-            guard let cursor = try hub.cursor(for: member.name) else { return }
+            guard let cursor = try hub.cursor(for: member.name) else { return deleted }
             hubFloor = min(hubFloor, min(cursor.base, cursor.pushedThrough))
             if cursor.pulledThrough > 0 {
-                _ = try member.coordinator.execute(.deleteHistory(before: member.token(cursor.pulledThrough)))
+                let request = PersistentHistoryChangeRequest.deleteHistory(before: member.token(cursor.pulledThrough))
+                request.committedBefore = floor
+                if case .deleted(let n) = try member.coordinator.execute(request) { deleted += n }
             }
         }
-        if hubFloor != .max { try hub.purgeHistory(through: hubFloor) }
+        if hubFloor != .max { try hub.purgeHistory(through: hubFloor, committedBefore: floor) }
+        return deleted
     }
 
     public func close() throws {

@@ -51,6 +51,9 @@ final class GroupRunner {
     // Only touched on `queue`.
     private var group: SyncGroup?
     private var previous: RoundSummary?
+    /// When history was last purged (after a full round, at most every `purgeInterval`).
+    private var lastPurge = Date.distantPast
+    static let purgeInterval: TimeInterval = 300
 
     // Touched from the loop thread and the queue.
     private let lock = NSLock()
@@ -135,6 +138,17 @@ final class GroupRunner {
             }
         } catch {
             failure = "\(error)"
+        }
+        // History every party has moved past and that is older than the
+        // retention goes, now and then, after a full round.
+        if case .round = job, failure == nil, Date().timeIntervalSince(lastPurge) >= Self.purgeInterval {
+            lastPurge = Date()
+            do {
+                let purged = try group.purgeHistory()
+                if purged > 0 { logger.info("purged history", metadata: ["group": "\(name)", "changes": "\(purged)"]) }
+            } catch {
+                logger.warning("purging history failed", metadata: ["group": "\(name)", "error": "\(error)"])
+            }
         }
         var stores: [SyncStoreStatus] = []
         do { stores = try group.status() } catch { failure = failure ?? "status: \(error)" }

@@ -133,4 +133,33 @@ import Testing
             #expect(record?["a"] == ObjectState.canonical(Int32(2)), "\(url.lastPathComponent): \(record ?? [:])")
         }
     }
+
+    /// Purging keeps history newer than the retention, deletes what every
+    /// party moved past, and syncing goes on afterwards.
+    @Test func purgingRespectsRetentionAndSyncGoesOn() throws {
+        let directory = try SyncFixtures.directory()
+        let stores = (1...2).map { SyncStoreConfiguration(name: "s\($0)", url: directory.appendingPathComponent("s\($0).sqlite"), policy: .objectTrump) }
+        func group(retention: TimeInterval) throws -> SyncGroup {
+            try SyncGroup(configuration: SyncGroupConfiguration(name: "test", model: SyncFixtures.model(), stateDirectory: directory.appendingPathComponent("state"),
+                                                                stores: stores, historyRetention: retention))
+        }
+        let app = try SyncFixtures.app(directory.appendingPathComponent("s1.sqlite"))
+        func insert(_ name: String) throws {
+            try app.performAndWait {
+                try app.insertNewObject(forEntityName: "Record").setValue(name, forKey: "name")
+                try app.save()
+            }
+        }
+        var keeping = try group(retention: 3600)
+        try insert("one")
+        try keeping.runUntilIdle()
+        #expect(try keeping.purgeHistory() == 0)   // all of it is newer than an hour
+        try keeping.close()
+        keeping = try group(retention: 0)
+        #expect(try keeping.purgeHistory() > 0)
+        try insert("two")
+        try keeping.runUntilIdle()
+        #expect(try names(directory.appendingPathComponent("s2.sqlite")) == ["one", "two"].map { ObjectState.canonical($0) })
+        try keeping.close()
+    }
 }

@@ -32,6 +32,9 @@ public final class PersistentHistoryChangeRequest: @unchecked Sendable {
     public var transactionPredicate: FetchPredicate?
     /// Only these stores (nil: every store with history).
     public var affectedStores: [PersistentStore]?
+    /// For a delete through a token: only changes committed before this
+    /// date go (a retention floor); nil: everything through the token.
+    public var committedBefore: Date?
 
     public init(_ operation: Operation) { self.operation = operation }
 

@@ -239,9 +239,11 @@ public final class EmbeddedHub: SyncHub {
         return ((try context.fetch(request).first?.value(forKey: "number") as? Int64) ?? 0) + 1
     }
 
-    public func purgeHistory(through position: Int64) throws {
+    public func purgeHistory(through position: Int64, committedBefore: Date?) throws {
         guard position > 0 else { return }
-        _ = try coordinator.execute(.deleteHistory(before: PersistentHistoryToken(storeIdentifier: store.identifier, position: position)))
+        let request = PersistentHistoryChangeRequest.deleteHistory(before: PersistentHistoryToken(storeIdentifier: store.identifier, position: position))
+        request.committedBefore = committedBefore
+        _ = try coordinator.execute(request)
     }
 
     public func close() throws {

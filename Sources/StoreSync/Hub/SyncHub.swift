@@ -79,7 +79,8 @@ public protocol SyncHub: AnyObject {
     /// Commits a batch atomically; returns the hub position after it.
     @discardableResult
     func commit(_ batch: HubBatch) throws -> Int64
-    /// Deletes the hub's history through a position.
-    func purgeHistory(through position: Int64) throws
+    /// Deletes the hub's history through a position, only what was
+    /// committed before `committedBefore` when given (the retention floor).
+    func purgeHistory(through position: Int64, committedBefore: Date?) throws
     func close() throws
 }

@@ -311,7 +311,17 @@ extension SQLiteStore {
             guard let first else { return .transactions([]) }
             return .transactions(try readHistory(db, schema: schema, history: history, where: "c.ID >= ?", [.integer(first)], request: request))
         case .deleteThroughToken(let token):
-            return .deleted(try deleteHistory(through: try position(of: token), db: db))
+            var through = try position(of: token)
+            if let floor = request.committedBefore {
+                // Commit order and time agree (up to clocks of different writers):
+                // the newest change both through the token and older than the floor.
+                through = try db.query("""
+                    SELECT max(c.ID) FROM OGH_CHANGE c LEFT JOIN OGH_TRANSACTION t ON t.TX = c.TX \
+                    WHERE c.ID <= ? AND coalesce(t.TIMESTAMP, c.TIMESTAMP) < ?
+                    """, [.integer(through), .real(floor.timeIntervalSinceReferenceDate)]).first?.first?.int64Value ?? 0
+                if through == 0 { return .deleted(0) }
+            }
+            return .deleted(try deleteHistory(through: through, db: db))
         case .deleteBeforeDate(let date):
             let last = try db.query("""
                 SELECT max(c.ID) FROM OGH_CHANGE c LEFT JOIN OGH_TRANSACTION t ON t.TX = c.TX \
