@@ -113,16 +113,4 @@ extension ManagedObjectModel {
         adopt(read)
     }
 
-    /// Takes over a freshly read model's contents (a convenience init cannot return it).
-    private func adopt(_ read: ManagedObjectModel) {
-        let copy = read.copy()
-        entities = copy.entities
-        for name in copy.configurations {
-            setEntities(copy.entities(forConfiguration: name) ?? [], forConfiguration: name)
-        }
-        for (name, template) in copy.fetchRequestTemplatesByName { setFetchRequestTemplate(template, forName: name) }
-        versionIdentifiers = copy.versionIdentifiers
-        localizationDictionary = copy.localizationDictionary
-        sourceURL = read.sourceURL
-    }
 }

@@ -75,7 +75,12 @@ extension ManagedObjectModel {
             ? try CompiledModelBundle.read(contentsOf: url)
             : try XcodeModelReader.read(contentsOf: url)
         self.init()
-        // Adopt the read model's contents: a convenience init cannot return it.
+        adopt(read)
+    }
+
+    /// Takes over a freshly read model's contents: a convenience init
+    /// cannot return the model it read (every model-file initializer uses this).
+    func adopt(_ read: ManagedObjectModel) {
         let copy = read.copy()
         entities = copy.entities
         for name in copy.configurations {
