@@ -373,40 +373,38 @@ public final class SyncGroup {
 
         let before = try member.coordinator.currentPersistentHistoryToken(fromStores: [member.store])?.position ?? 0
         var wroteRows = false
-        do {
-            try member.context.performAndWait {
-                defer { member.access.reset() }
-                member.context.name = "push:\(hubPosition)"
-                var states: [(UUID, ObjectState)] = []
-                // In identifier-text order; each text made once, not per comparison.
-                for gid in objects.map({ ($0.uuidString, $0) }).sorted(by: { $0.0 < $1.0 }).map(\.1) {
-                    if let state = try hub.state(of: gid) {
-                        states.append((gid, state))
-                    } else if let object = try member.access.object(gid) {
-                        member.context.delete(object)
-                    }
+        try member.context.performAndWait {
+            defer { member.access.reset() }
+            member.context.name = "push:\(hubPosition)"
+            var states: [(UUID, ObjectState)] = []
+            // In identifier-text order; each text made once, not per comparison.
+            for gid in objects.map({ ($0.uuidString, $0) }).sorted(by: { $0.0 < $1.0 }).map(\.1) {
+                if let state = try hub.state(of: gid) {
+                    states.append((gid, state))
+                } else if let object = try member.access.object(gid) {
+                    member.context.delete(object)
                 }
-                for (gid, state) in states where try member.access.object(gid) == nil { _ = try member.access.insert(state.entityName, gid: gid) }
-                for (gid, state) in states { if let object = try member.access.object(gid) { try member.access.apply(state.values, to: object) } }
-                member.store.metadata[pushedKey] = Int(hubPosition)
-                var saved: ContextChangeSet?
-                let observer = NotificationCenter.default.addObserver(forName: ManagedObjectContext.didSaveNotification, object: member.context, queue: nil) {
-                    saved = $0.userInfo?[ManagedObjectContext.changeSetKey] as? ContextChangeSet
-                }
-                defer { NotificationCenter.default.removeObserver(observer) }
-                do {
-                    try member.context.save()
-                } catch {
-                    member.context.rollback()
-                    member.store.metadata[pushedKey] = Int(pushed)
-                    throw error
-                }
-                wroteRows = saved?.historyTokens[member.store.identifier] != nil
-                if !wroteRows {
-                    // Nothing changed in the store, so no push transaction marks the
-                    // base in its history: keep a mark in its metadata instead.
-                    try recordPushMark(member, storePosition: before, hubPosition: hubPosition)
-                }
+            }
+            for (gid, state) in states where try member.access.object(gid) == nil { _ = try member.access.insert(state.entityName, gid: gid) }
+            for (gid, state) in states { if let object = try member.access.object(gid) { try member.access.apply(state.values, to: object) } }
+            member.store.metadata[pushedKey] = Int(hubPosition)
+            var saved: ContextChangeSet?
+            let observer = NotificationCenter.default.addObserver(forName: ManagedObjectContext.didSaveNotification, object: member.context, queue: nil) {
+                saved = $0.userInfo?[ManagedObjectContext.changeSetKey] as? ContextChangeSet
+            }
+            defer { NotificationCenter.default.removeObserver(observer) }
+            do {
+                try member.context.save()
+            } catch {
+                member.context.rollback()
+                member.store.metadata[pushedKey] = Int(pushed)
+                throw error
+            }
+            wroteRows = saved?.historyTokens[member.store.identifier] != nil
+            if !wroteRows {
+                // Nothing changed in the store, so no push transaction marks the
+                // base in its history: keep a mark in its metadata instead.
+                try recordPushMark(member, storePosition: before, hubPosition: hubPosition)
             }
         }
         var batch = HubBatch(origin: nil)

@@ -209,7 +209,7 @@ public final class EmbeddedHub: SyncHub {
                     request.predicate = try FetchPredicate(format: "number == %@", argumentArray: [number])
                     for row in try context.fetch(request) { try row.setValue(resolution.rawValue, forKey: "resolution") }
                 }
-                for (storeName, gid) in batch.pendingAdded where !(try pendingRows(storeName, gid).isEmpty == false) {
+                for (storeName, gid) in batch.pendingAdded where try pendingRows(storeName, gid).isEmpty {
                     let row = try context.insertNewObject(forEntityName: Self.pendingEntity)
                     try row.setValue(storeName, forKey: "store")
                     try row.setValue(gid.uuidString, forKey: "object")
