@@ -64,10 +64,24 @@ let package = Package(
             dependencies: ["StoreSync", "ObjectGraph", "CSQLite"],
             swiftSettings: swift5
         ),
+        // storesyncd.toml, read by the daemon and by storesyncctl (to find the
+        // control socket, and a group's stores when the daemon is down).
+        .target(
+            name: "StoreSyncConfig",
+            dependencies: [
+                "StoreSync",
+                "ObjectGraph",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "TOMLKit", package: "TOMLKit"),
+            ],
+            swiftSettings: swift5
+        ),
         .executableTarget(
             name: "storesyncctl",
             dependencies: [
                 "ObjectGraph",
+                "StoreSync",
+                "StoreSyncConfig",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swift5
@@ -95,6 +109,7 @@ let package = Package(
                 "StoreSync",
                 "ObjectGraph",
                 "CLibUV",
+                "StoreSyncConfig",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "TOMLKit", package: "TOMLKit"),

@@ -5,6 +5,7 @@ import Dispatch
 import Foundation
 import Logging
 import StoreSync
+import StoreSyncConfig
 
 /// The running daemon: owns the libuv loop and everything on it (directory
 /// watches, timers, signals, systemd notifications) and one `GroupRunner`

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Foundation
 import Logging
+import StoreSyncConfig
 
 /// swift-log output for the daemon, one line per entry on stderr.
 ///

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Logging
 import StoreSync
+import StoreSyncConfig
 
 /// What one round of work did, for the log line, `STATUS=` and the demo.
 struct RoundSummary {

@@ -4,6 +4,7 @@ import Glibc
 import ArgumentParser
 import Foundation
 import Logging
+import StoreSyncConfig
 
 /// `storesyncd`: keeps the SQLite stores of each configured sync group
 /// identical (docs/SYNC.md), reacting to their file changes. Runs in the

@@ -9,16 +9,22 @@ import TOMLKit
 /// in file order) and why. Printed as `FILE: key KEY: reason`, the form
 /// `--check-config` and a refused reload report, so an administrator can go
 /// straight to the line.
-struct ConfigurationError: Error, CustomStringConvertible {
-    var file: String
-    var key: String
-    var reason: String
+public struct ConfigurationError: Error, CustomStringConvertible {
+    public var file: String
+    public var key: String
+    public var reason: String
 
-    var description: String { "\(file): key \(key): \(reason)" }
+    public init(file: String, key: String, reason: String) {
+        self.file = file
+        self.key = key
+        self.reason = reason
+    }
+
+    public var description: String { "\(file): key \(key): \(reason)" }
 }
 
 /// The log output formats (`log_format`, `--log-format`).
-enum LogFormat: String, CaseIterable {
+public enum LogFormat: String, CaseIterable, Sendable {
     /// journald when `$JOURNAL_STREAM` is stderr, logfmt otherwise.
     case auto
     /// `<N>` priority prefix, no timestamp: journald adds its own.
@@ -30,30 +36,37 @@ enum LogFormat: String, CaseIterable {
 }
 
 /// Settings given on the command line; each one wins over the file.
-struct ConfigurationOverrides {
-    var stateDirectory: String?
-    var runtimeDirectory: String?
-    var logLevel: Logger.Level?
-    var logFormat: LogFormat?
+public struct ConfigurationOverrides {
+    public var stateDirectory: String?
+    public var runtimeDirectory: String?
+    public var logLevel: Logger.Level?
+    public var logFormat: LogFormat?
+
+    public init(stateDirectory: String? = nil, runtimeDirectory: String? = nil, logLevel: Logger.Level? = nil, logFormat: LogFormat? = nil) {
+        self.stateDirectory = stateDirectory
+        self.runtimeDirectory = runtimeDirectory
+        self.logLevel = logLevel
+        self.logFormat = logFormat
+    }
 }
 
 /// One store of a group, validated.
-struct StoreSettings: Equatable {
-    var name: String
-    var path: URL
-    var policy: SyncPolicy
-    var configuration: String?
+public struct StoreSettings: Equatable {
+    public var name: String
+    public var path: URL
+    public var policy: SyncPolicy
+    public var configuration: String?
 }
 
 /// One `[[group]]`, validated; its model is loaded.
-struct GroupSettings {
-    var name: String
-    var modelPath: URL
-    var model: ManagedObjectModel
-    var stores: [StoreSettings]
+public struct GroupSettings {
+    public var name: String
+    public var modelPath: URL
+    public var model: ManagedObjectModel
+    public var stores: [StoreSettings]
 
     /// The engine's configuration: the hub lives in `<state>/<group>/`.
-    func syncConfiguration(stateDirectory: URL, historyRetention: TimeInterval) -> SyncGroupConfiguration {
+    public func syncConfiguration(stateDirectory: URL, historyRetention: TimeInterval) -> SyncGroupConfiguration {
         SyncGroupConfiguration(name: name, model: model, stateDirectory: stateDirectory.appendingPathComponent(name, isDirectory: true),
                                stores: stores.map { SyncStoreConfiguration(name: $0.name, url: $0.path, policy: $0.policy, configurationName: $0.configuration) },
                                historyRetention: historyRetention)
@@ -61,40 +74,49 @@ struct GroupSettings {
 }
 
 /// The daemon's whole configuration: `storesyncd.toml` after defaults from
-/// systemd's environment and overrides from the command line.
-struct DaemonConfiguration {
+/// systemd's environment and overrides from the command line. The daemon runs
+/// on it; `storesyncctl` reads the same file to find the control socket and,
+/// when the daemon is not running, a group's stores and model.
+///
+/// ```swift
+/// let configuration = try DaemonConfiguration.load(file: DaemonConfiguration.defaultPath())
+/// for group in configuration.groups { print(group.name, group.stores.map(\.path.path)) }
+/// ```
+public struct DaemonConfiguration {
     /// The file it was read from (for messages and SIGHUP re-reads).
-    var file: String
-    var stateDirectory: URL
-    var runtimeDirectory: URL
-    var logLevel: Logger.Level
-    var logFormat: LogFormat
-    var historyRetention: TimeInterval
+    public var file: String
+    public var stateDirectory: URL
+    public var runtimeDirectory: URL
+    /// The control socket (`control_socket`, default `<runtime_directory>/control.sock`).
+    public var controlSocket: URL
+    public var logLevel: Logger.Level
+    public var logFormat: LogFormat
+    public var historyRetention: TimeInterval
     /// How often every group runs a round even without file events: a
     /// safety net for events inotify cannot see (network file systems,
     /// a watch limit reached, a directory replaced).
-    var rescanInterval: TimeInterval
+    public var rescanInterval: TimeInterval
     /// How long a store's files must be quiet before the engine is asked to
     /// look: one save touches the database, `-wal` and `-journal` several
     /// times, and one pull should cover them all.
-    var debounce: TimeInterval
-    var groups: [GroupSettings]
+    public var debounce: TimeInterval
+    public var groups: [GroupSettings]
 
-    static let topLevelKeys: Set<String> = ["state_directory", "runtime_directory", "log_level", "log_format",
-                                            "history_retention", "rescan_interval", "debounce", "group"]
-    static let groupKeys: Set<String> = ["name", "model", "store"]
-    static let storeKeys: Set<String> = ["name", "path", "policy", "configuration"]
+    public static let topLevelKeys: Set<String> = ["state_directory", "runtime_directory", "log_level", "log_format",
+                                            "history_retention", "rescan_interval", "debounce", "control_socket", "group"]
+    public static let groupKeys: Set<String> = ["name", "model", "store"]
+    public static let storeKeys: Set<String> = ["name", "path", "policy", "configuration"]
 
     /// The file read when `--config` is not given: systemd's
     /// `$CONFIGURATION_DIRECTORY` (from `ConfigurationDirectory=`), else `/etc/storesyncd`.
-    static func defaultPath(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+    public static func defaultPath(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
         let directory = firstPath(environment["CONFIGURATION_DIRECTORY"]) ?? "/etc/storesyncd"
         return (directory as NSString).appendingPathComponent("storesyncd.toml")
     }
 
     /// systemd passes several directories colon-separated when a unit names
     /// several; the first is this daemon's.
-    static func firstPath(_ value: String?) -> String? {
+    public static func firstPath(_ value: String?) -> String? {
         guard let value, let first = value.split(separator: ":").first, !first.isEmpty else { return nil }
         return String(first)
     }
@@ -102,7 +124,7 @@ struct DaemonConfiguration {
     /// Reads and validates a file. Every relative path in it is taken
     /// relative to the file's directory, so a config and its stores can move
     /// together (the demo relies on it).
-    static func load(file: String, overrides: ConfigurationOverrides = ConfigurationOverrides(),
+    public static func load(file: String, overrides: ConfigurationOverrides = ConfigurationOverrides(),
                      environment: [String: String] = ProcessInfo.processInfo.environment) throws -> DaemonConfiguration {
         let text: String
         do {
@@ -200,6 +222,13 @@ private struct Reader {
             ?? DaemonConfiguration.firstPath(environment["RUNTIME_DIRECTORY"]).map(path)
             ?? URL(fileURLWithPath: "/run/storesyncd")
 
+        let socket = try string(table, "control_socket", prefix: "", required: false).map(path)
+            ?? runtime.appendingPathComponent("control.sock")
+        // sun_path holds 108 bytes with its terminating NUL (unix(7)).
+        guard socket.path.utf8.count < 108 else {
+            throw fail("control_socket", "\(socket.path) is \(socket.path.utf8.count) bytes long; a Unix socket path must be under 108")
+        }
+
         var level = Logger.Level.info
         if let text = try string(table, "log_level", prefix: "", required: false) {
             guard let parsed = Logger.Level(rawValue: text) else {
@@ -245,7 +274,7 @@ private struct Reader {
             }
         }
 
-        return DaemonConfiguration(file: file, stateDirectory: state, runtimeDirectory: runtime,
+        return DaemonConfiguration(file: file, stateDirectory: state, runtimeDirectory: runtime, controlSocket: socket,
                                    logLevel: overrides.logLevel ?? level, logFormat: overrides.logFormat ?? format,
                                    historyRetention: retention, rescanInterval: rescan, debounce: debounce, groups: groups)
     }
