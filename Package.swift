@@ -61,7 +61,24 @@ let package = Package(
         ),
         .testTarget(
             name: "StoreSyncTests",
-            dependencies: ["StoreSync", "ObjectGraph", "CSQLite"],
+            dependencies: ["StoreSync", "ObjectGraph", "CSQLite", "SyncWorkload", "storesync-writer"],
+            swiftSettings: swift5
+        ),
+        // Writer processes for tests, scripts and benchmarks: saves through
+        // ObjectGraph, a log of every committed change, and the checker
+        // that counts lost, duplicated and echoed changes (docs/WORKLOAD.md).
+        .target(
+            name: "SyncWorkload",
+            dependencies: ["ObjectGraph", "StoreSync"],
+            swiftSettings: swift5
+        ),
+        .executableTarget(
+            name: "storesync-writer",
+            dependencies: [
+                "ObjectGraph",
+                "SyncWorkload",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
             swiftSettings: swift5
         ),
         // storesyncd.toml, read by the daemon and by storesyncctl (to find the
@@ -120,7 +137,7 @@ let package = Package(
         // notify, end to end); ObjectGraph writes the stores it syncs.
         .testTarget(
             name: "storesyncdTests",
-            dependencies: ["storesyncd", "ObjectGraph"],
+            dependencies: ["storesyncd", "ObjectGraph", "SyncWorkload", "storesync-writer"],
             swiftSettings: swift5
         ),
         .executableTarget(
@@ -129,6 +146,7 @@ let package = Package(
                 "ObjectGraph",
                 "StoreSync",
                 "CSQLite",
+                "SyncWorkload",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swift5
