@@ -52,6 +52,10 @@ final class GroupRunner {
     // Only touched on `queue`.
     private var group: SyncGroup?
     private var previous: RoundSummary?
+    /// Failures that repeat every round, logged once, then rate-limited.
+    private var repeatedErrors = RepeatedErrors()
+    /// At debug level, one line per store transaction.
+    private var transactionLog = TransactionLog()
     /// When history was last purged (after a full round, at most every `purgeInterval`).
     private var lastPurge = Date.distantPast
     static let purgeInterval: TimeInterval = 300
@@ -62,6 +66,15 @@ final class GroupRunner {
     private var stopping = false
 
     var name: String { settings.name }
+
+    /// Rounds one `.round` job runs at most while they keep moving.
+    static let roundLimit = 20
+
+    private var isStopping: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return stopping
+    }
 
     init(settings: GroupSettings, configuration: SyncGroupConfiguration, logger: Logger, onRound: @escaping (RoundSummary) -> Void) {
         self.settings = settings
@@ -130,11 +143,21 @@ final class GroupRunner {
         lock.unlock()
         guard !cancelled, let group else { return }
 
+        logger.debug("round started", metadata: ["trigger": "\(job.trigger)"])
         let start = Date()
         var failure: String?
         do {
             switch job {
-            case .round: try group.runUntilIdle(limit: 20)
+            case .round:
+                // Rounds until one moves nothing, at most `roundLimit`; a stop
+                // asked for meanwhile ends it after the round in flight (with
+                // writers saving all the time every round moves something,
+                // and twenty of them outlasted systemd's stop timeout).
+                // A failing store is not retried here: the next event or
+                // the safety timer tries it again.
+                for _ in 0..<Self.roundLimit {
+                    guard try group.runRound(), !isStopping else { break }
+                }
             case .store(let name): try group.storeDidChange(name)
             }
         } catch {
@@ -182,20 +205,56 @@ final class GroupRunner {
             "failed": "\(summary.count(.failed))", "conflicts": "\(summary.conflicts)", "stores": "\(states)",
         ]
         if let error = summary.error {
-            logger.error("round failed", metadata: metadata.merging(["error": "\(error)"]) { $1 })
-        } else if summary.moved || changedState {
-            logger.info("round", metadata: metadata)
+            // A round that fails every time (the hub cannot be written, a
+            // store named by a file event is not open) is rate-limited.
+            switch repeatedErrors.failed("round", reason: error) {
+            case .started:
+                logger.error("round failed", metadata: metadata.merging(errorMetadata(error)) { $1 })
+            case .repeating(let failures, let reasons):
+                logger.error("rounds still failing", metadata: metadata.merging(errorMetadata(error)) { $1 }
+                    .merging(["failures": "\(failures)", "reasons": "\(reasons)", "interval_s": "\(Int(repeatedErrors.interval))"]) { $1 })
+            case .suppressed:
+                logger.debug("round failed", metadata: metadata.merging(["error": "\(error)"]) { $1 })
+            }
         } else {
-            logger.debug("round", metadata: metadata)
-        }
-        // A store's error is logged when it appears or changes, not every round.
-        for store in summary.stores {
-            let before = previous?.stores.first { $0.name == store.name }
-            if let error = store.lastError, error != before?.lastError {
-                logger.warning("store failing", metadata: ["store": "\(store.name)", "error": "\(error)"])
-            } else if store.lastError == nil, before?.lastError != nil {
-                logger.notice("store recovered", metadata: ["store": "\(store.name)"])
+            if let ended = repeatedErrors.succeeded("round") {
+                logger.notice("rounds failing stopped", metadata: ["failures": "\(ended.failures)", "failing_s": "\(Int(ended.duration.rounded()))"])
+            }
+            if summary.moved || changedState {
+                logger.info("round", metadata: metadata)
+            } else {
+                logger.debug("round", metadata: metadata)
             }
         }
+        // A store that keeps failing is logged when it starts, then at most
+        // once a minute with the count and latest reason, and when it recovers.
+        for store in summary.stores {
+            let key = "store:\(store.name)"
+            if let error = store.lastError {
+                let fields: Logger.Metadata = ["store": "\(store.name)"]
+                switch repeatedErrors.failed(key, reason: error) {
+                case .started:
+                    logger.warning("store failing", metadata: fields.merging(errorMetadata(error)) { $1 })
+                case .repeating(let failures, let reasons):
+                    logger.warning("store still failing", metadata: fields.merging(errorMetadata(error)) { $1 }
+                        .merging(["failures": "\(failures)", "reasons": "\(reasons)", "interval_s": "\(Int(repeatedErrors.interval))"]) { $1 })
+                case .suppressed:
+                    break
+                }
+            } else if let ended = repeatedErrors.succeeded(key) {
+                logger.notice("store recovered", metadata: ["store": "\(store.name)", "failures": "\(ended.failures)",
+                                                             "failing_s": "\(Int(ended.duration.rounded()))"])
+            }
+        }
+        if logger.logLevel <= .debug {
+            transactionLog.log(summary.stores, settings: settings, logger: logger)
+        }
+    }
+
+    /// `error`, and Core Data's code and name when the reason carries one.
+    private func errorMetadata(_ error: String) -> Logger.Metadata {
+        var out: Logger.Metadata = ["error": "\(error)"]
+        for (key, value) in CoreDataErrorNames.metadata(for: error) { out[key] = "\(value)" }
+        return out
     }
 }
