@@ -243,8 +243,10 @@ public enum WorkloadCheck {
     static func read(_ url: URL, model: ManagedObjectModel, includeHistory: Bool) throws
         -> ([UUID: Observed], [String: Int], [(author: String?, contextName: String?, gids: [UUID])]) {
         let coordinator = try PersistentStoreCoordinator(managedObjectModel: model)
+        // Read-only: a missing store is an error, not a new empty one.
         let store = try coordinator.addPersistentStore(ofType: PersistentStoreCoordinator.sqliteStoreType, at: url,
-                                                       options: [PersistentStore.persistentHistoryTrackingKey: true])
+                                                       options: [PersistentStore.persistentHistoryTrackingKey: true,
+                                                                 PersistentStore.readOnlyOption: true])
         defer { try? coordinator.remove(store) }
         let context = ManagedObjectContext(coordinator: coordinator)
         return try context.performAndWait {

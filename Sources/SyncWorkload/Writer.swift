@@ -221,6 +221,13 @@ public enum WorkloadSignals {
     public static func install() {
         signal(SIGTERM) { _ in workloadStopRequested = 1 }
         signal(SIGINT) { _ in workloadStopRequested = 1 }
+        // A process inherits its parent's blocked signals (a test runner's
+        // worker thread may block them): SIGTERM would wait forever.
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, SIGTERM)
+        sigaddset(&set, SIGINT)
+        sigprocmask(SIG_UNBLOCK, &set, nil)
     }
 }
 

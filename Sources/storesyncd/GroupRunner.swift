@@ -97,7 +97,10 @@ final class GroupRunner {
                 self.group = group
                 let failed = try group.status().filter { $0.state == .failed }
                 for store in failed {
-                    logger.warning("store not open", metadata: ["store": "\(store.name)", "error": "\(store.lastError ?? "unknown")"])
+                    let reason = store.lastError ?? "unknown"
+                    logger.warning("store not open", metadata: errorMetadata(reason).merging(["store": "\(store.name)"]) { $1 })
+                    // The rounds that follow are the same failure: not logged again.
+                    _ = repeatedErrors.failed("store:\(store.name)", reason: reason)
                 }
                 logger.info("group open", metadata: ["stores": "\(configuration.stores.count)", "hub": "\(configuration.stateDirectory.appendingPathComponent("hub.sqlite").path)"])
                 completion(nil)
@@ -158,7 +161,14 @@ final class GroupRunner {
                 for _ in 0..<Self.roundLimit {
                     guard try group.runRound(), !isStopping else { break }
                 }
-            case .store(let name): try group.storeDidChange(name)
+            case .store(let name):
+                // A store that failed (not open: corrupt, another model; or
+                // missing) may be back: a whole round opens it and syncs it.
+                if previous?.stores.first(where: { $0.name == name })?.state == .failed {
+                    try group.runRound()
+                } else {
+                    try group.storeDidChange(name)
+                }
             }
         } catch {
             failure = "\(error)"

@@ -54,8 +54,10 @@ struct TransactionLog {
 
     static func transactions(in url: URL, model: ManagedObjectModel, after: Int64, through: Int64) throws -> [Line] {
         let coordinator = try PersistentStoreCoordinator(managedObjectModel: model)
+        // Read-only: never creates a store that is missing, never writes one.
         let store = try coordinator.addPersistentStore(ofType: PersistentStoreCoordinator.sqliteStoreType, at: url,
-                                                       options: [PersistentStore.persistentHistoryTrackingKey: true])
+                                                       options: [PersistentStore.persistentHistoryTrackingKey: true,
+                                                                 PersistentStore.readOnlyOption: true])
         defer { try? coordinator.remove(store) }
         let token = PersistentHistoryToken(storeIdentifier: store.identifier, position: after)
         return try coordinator.execute(.fetchHistory(after: token)).transactions.compactMap { transaction in

@@ -163,6 +163,12 @@ enum Daemon {
         }
     }
 
+    /// Whether the start-up round has finished (its summary line is logged;
+    /// at debug a "round started" line comes first).
+    static func startRoundDone(_ log: String) -> Bool {
+        log.split(separator: "\n").contains { $0.contains("msg=round ") && $0.contains("trigger=start") }
+    }
+
     /// Polls (tests only) until `condition` holds or `timeout` passes.
     static func wait(timeout: TimeInterval, _ condition: () throws -> Bool) rethrows -> Bool {
         let deadline = Date().addingTimeInterval(timeout)

@@ -17,7 +17,7 @@ final class EndToEndTests: XCTestCase {
         let app = try Daemon.app(urls[0])
         // Write only after the start-up round: from then on only file events
         // (the safety timer is 30 s away) can bring the changes across.
-        XCTAssertTrue(Daemon.wait(timeout: 10) { daemon.log.contains("trigger=start") }, daemon.log)
+        XCTAssertTrue(Daemon.wait(timeout: 10) { Daemon.startRoundDone(daemon.log) }, daemon.log)
 
         func converged(_ expected: [String: Int64]) throws -> Bool {
             try urls.dropFirst().allSatisfy { try Daemon.items($0) == expected }
