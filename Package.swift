@@ -137,7 +137,7 @@ let package = Package(
         // notify, end to end); ObjectGraph writes the stores it syncs.
         .testTarget(
             name: "storesyncdTests",
-            dependencies: ["storesyncd", "ObjectGraph", "SyncWorkload", "storesync-writer"],
+            dependencies: ["storesyncd", "ObjectGraph", "CSQLite", "SyncWorkload", "storesync-writer"],
             swiftSettings: swift5
         ),
         .executableTarget(

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Dispatch
 import Foundation
 import Logging
@@ -95,6 +98,7 @@ final class GroupRunner {
                 try FileManager.default.createDirectory(at: configuration.stateDirectory, withIntermediateDirectories: true)
                 let group = try SyncGroup(configuration: configuration)
                 self.group = group
+                fileIdentities = Self.fileIdentities(configuration)
                 let failed = try group.status().filter { $0.state == .failed }
                 for store in failed {
                     let reason = store.lastError ?? "unknown"
@@ -144,7 +148,9 @@ final class GroupRunner {
         let cancelled = stopping
         waiting.remove(job)
         lock.unlock()
-        guard !cancelled, let group else { return }
+        guard !cancelled else { return }
+        reopenIfReplaced()
+        guard let group else { return }
 
         logger.debug("round started", metadata: ["trigger": "\(job.trigger)"])
         let start = Date()
@@ -191,6 +197,55 @@ final class GroupRunner {
         log(summary)
         previous = summary
         onRound(summary)
+    }
+
+    /// Device and inode of each store file when the group opened it.
+    private var fileIdentities: [String: FileIdentity] = [:]
+    /// The last reopen failed: the group is closed until one succeeds.
+    private var reopenFailed = false
+
+    struct FileIdentity: Equatable {
+        var device: UInt64
+        var inode: UInt64
+    }
+
+    static func fileIdentities(_ configuration: SyncGroupConfiguration) -> [String: FileIdentity] {
+        var out: [String: FileIdentity] = [:]
+        for store in configuration.stores {
+            var info = stat()
+            if stat(store.url.path, &info) == 0 { out[store.name] = FileIdentity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino)) }
+        }
+        return out
+    }
+
+    /// A store file replaced by another (a copy renamed over it, a restore)
+    /// while the group has it open: the engine's connection would go on
+    /// writing the old, unlinked file. The group is closed and opened again
+    /// on the files now in place (their own metadata says what they hold).
+    private func reopenIfReplaced() {
+        let now = Self.fileIdentities(configuration)
+        let replaced = now.filter { name, identity in fileIdentities[name].map { $0 != identity } ?? false }.keys.sorted()
+        if replaced.isEmpty && !reopenFailed {
+            // A file missing at open and there now is opened by the engine itself.
+            fileIdentities.merge(now) { old, _ in old }
+            return
+        }
+        if !replaced.isEmpty {
+            logger.notice("store file replaced; reopening the group", metadata: ["stores": "\(replaced.joined(separator: ","))"])
+        }
+        if let group {
+            do { try group.close() } catch { logger.warning("closing the group failed", metadata: ["error": "\(error)"]) }
+        }
+        group = nil
+        do {
+            group = try SyncGroup(configuration: configuration)
+            fileIdentities = Self.fileIdentities(configuration)
+            reopenFailed = false
+        } catch {
+            // Tried again at the next job (file event or safety timer).
+            if !reopenFailed { logger.error("cannot reopen the group", metadata: ["error": "\(error)"]) }
+            reopenFailed = true
+        }
     }
 
     /// Positions are what a round moves; comparing them tells a round that

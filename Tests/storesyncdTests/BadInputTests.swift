@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CSQLite
 import Foundation
 import ObjectGraph
 import XCTest
@@ -16,6 +17,14 @@ final class BadInputTests: XCTestCase {
     override func tearDownWithError() throws { try? FileManager.default.removeItem(at: directory) }
 
     func url(_ name: String) -> URL { directory.appendingPathComponent("\(name).sqlite") }
+
+    static func sql(_ path: String, _ text: String) throws {
+        var db: OpaquePointer?
+        guard sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, nil) == SQLITE_OK else { throw CoreDataError(.sqlite, "open \(path)") }
+        defer { sqlite3_close(db) }
+        sqlite3_busy_timeout(db, 5000)
+        guard sqlite3_exec(db, text, nil, nil, nil) == SQLITE_OK else { throw CoreDataError(.sqlite, String(cString: sqlite3_errmsg(db))) }
+    }
 
     /// Starts the daemon with a notify socket, rescans every second.
     func start() throws -> (Daemon.Running, SystemdTests.NotifySocket) {
@@ -164,6 +173,27 @@ final class BadInputTests: XCTestCase {
         XCTAssertTrue(Daemon.wait(timeout: 20) { daemon.log.contains("msg=\"store recovered\"") }, daemon.log)
         let recovered = daemon.log.split(separator: "\n").first { $0.contains("msg=\"store recovered\"") }.map(String.init) ?? ""
         XCTAssertTrue(recovered.contains("store=s2") && recovered.contains("failures="), recovered)
+        daemon.signal(SIGTERM)
+        XCTAssertEqual(daemon.waitForExit(timeout: 30), 0, daemon.log)
+    }
+
+    /// A store file replaced while the daemon runs (a copy renamed over it,
+    /// as a restore would): the daemon reopens the group on the new file
+    /// instead of writing the old, unlinked one.
+    func testStoreFileReplacedWhileRunningIsReopened() throws {
+        let (daemon, _) = try start()
+        XCTAssertTrue(Daemon.wait(timeout: 20) { Daemon.startRoundDone(daemon.log) }, daemon.log)
+        try insert("before", into: url("s1"))
+        arrives("before", in: ["s2", "s3"], daemon)
+        // A copy of s2 (every page in the main file first), renamed over it.
+        let copy = directory.appendingPathComponent("copy.sqlite")
+        try Self.sql(url("s2").path, "PRAGMA wal_checkpoint(TRUNCATE)")
+        try FileManager.default.copyItem(at: url("s2"), to: copy)
+        XCTAssertEqual(rename(copy.path, url("s2").path), 0)
+        for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: url("s2").path + suffix) }
+        try insert("after-replace", into: url("s1"))
+        arrives("after-replace", in: ["s2", "s3"], daemon)
+        XCTAssertTrue(daemon.log.contains("msg=\"store file replaced; reopening the group\""), daemon.log)
         daemon.signal(SIGTERM)
         XCTAssertEqual(daemon.waitForExit(timeout: 30), 0, daemon.log)
     }
