@@ -243,10 +243,14 @@ public enum WorkloadCheck {
     static func read(_ url: URL, model: ManagedObjectModel, includeHistory: Bool) throws
         -> ([UUID: Observed], [String: Int], [(author: String?, contextName: String?, gids: [UUID])]) {
         let coordinator = try PersistentStoreCoordinator(managedObjectModel: model)
-        // Read-only: a missing store is an error, not a new empty one.
-        let store = try coordinator.addPersistentStore(ofType: PersistentStoreCoordinator.sqliteStoreType, at: url,
-                                                       options: [PersistentStore.persistentHistoryTrackingKey: true,
-                                                                 PersistentStore.readOnlyOption: true])
+        // A missing store is an error, not a new empty one. Not the
+        // read-only option: on a WAL file with an empty -wal it opens the
+        // file immutable, which misreads a file a daemon is writing. Without
+        // the history option nothing is written; its history is read anyway.
+        guard FileManager.default.fileExists(atPath: url.path) else {
+            throw CoreDataError(.fileReadNoSuchFile, "no store file at \(url.path)")
+        }
+        let store = try coordinator.addPersistentStore(ofType: PersistentStoreCoordinator.sqliteStoreType, at: url, options: [:])
         defer { try? coordinator.remove(store) }
         let context = ManagedObjectContext(coordinator: coordinator)
         return try context.performAndWait {

@@ -30,6 +30,9 @@ public final class WriterProcess {
     public let log: URL
     public let process = Process()
     private let errorFile: URL
+    /// Created by the writer once SIGTERM is handled: a SIGTERM sent earlier
+    /// would kill it by the default action (and say nothing about its saves).
+    private let readyFile: URL
 
     /// Starts `storesync-writer write` (see its --help) on `store`.
     /// `arguments` adds options such as `--rate 100`, `--inserts 10`, `--saves N`, `--pause 0-20`.
@@ -38,10 +41,11 @@ public final class WriterProcess {
         self.storeName = storeName
         self.log = log
         errorFile = log.deletingPathExtension().appendingPathExtension("stderr")
+        readyFile = log.deletingLastPathComponent().appendingPathComponent(".\(name)-\(UUID().uuidString).ready")
         if !FileManager.default.fileExists(atPath: errorFile.path) { _ = FileManager.default.createFile(atPath: errorFile.path, contents: nil) }
         process.executableURL = try WorkloadBinaries.locate("storesync-writer")
         process.arguments = ["write", "--model", model.path, "--store", store.path, "--store-name", storeName, "--name", name,
-                             "--log", log.path, "--seed", "0x" + String(seed, radix: 16)] + arguments
+                             "--log", log.path, "--seed", "0x" + String(seed, radix: 16), "--ready-file", readyFile.path] + arguments
         let handle = try FileHandle(forWritingTo: errorFile)
         handle.seekToEndOfFile()
         process.standardError = handle
@@ -66,12 +70,26 @@ public final class WriterProcess {
         return process.terminationStatus
     }
 
-    /// SIGTERM: the save in flight finishes and is logged, then exit 0.
+    /// Whether the writer handles SIGTERM yet (bounded wait).
+    public func waitUntilReady(timeout: TimeInterval = 60) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while !FileManager.default.fileExists(atPath: readyFile.path) && process.isRunning && Date() < deadline { usleep(5_000) }
+        return FileManager.default.fileExists(atPath: readyFile.path)
+    }
+
+    /// SIGTERM (once the writer handles it): the save in flight finishes
+    /// and is logged, then exit 0.
     @discardableResult
     public func stop(timeout: TimeInterval = 30) -> Int32? {
-        if process.isRunning { kill(process.processIdentifier, SIGTERM) }
+        if process.isRunning {
+            _ = waitUntilReady(timeout: timeout)
+            kill(process.processIdentifier, SIGTERM)
+        }
         return wait(timeout: timeout)
     }
 
-    deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+    deinit {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        try? FileManager.default.removeItem(at: readyFile)
+    }
 }

@@ -80,6 +80,9 @@ struct Write: ParsableCommand {
     @Flag(help: "Do not fsync the log after each save (benchmarks).")
     var noSync = false
 
+    @Option(help: "A file to create once SIGTERM is handled and the store is open (a parent waits for it before stopping the writer).")
+    var readyFile: String?
+
     func run() throws {
         guard let seedValue = seed.hasPrefix("0x") ? UInt64(seed.dropFirst(2), radix: 16) : UInt64(seed) else {
             throw ValidationError("--seed must be a number")
@@ -90,6 +93,7 @@ struct Write: ParsableCommand {
         let writer = try WorkloadWriter(name: name, storeName: storeName, store: URL(fileURLWithPath: store),
                                         model: try ManagedObjectModel(contentsOf: URL(fileURLWithPath: model)),
                                         log: URL(fileURLWithPath: log), syncLog: !noSync)
+        if let readyFile { FileManager.default.createFile(atPath: readyFile, contents: nil) }
         let committed = writer.run(inserts.map { .inserts(count: $0) } ?? .mixed, seed: seedValue, saves: saves,
                                    pace: .init(rate: rate, pause: bounds[0]...bounds[1]))
         var line = "writer \(name): \(committed) saves committed, \(writer.failedSaves) failed"

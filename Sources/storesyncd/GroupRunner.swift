@@ -59,6 +59,8 @@ final class GroupRunner {
     private var repeatedErrors = RepeatedErrors()
     /// At debug level, one line per store transaction.
     private var transactionLog = TransactionLog()
+    /// The runner's read-only view of the stores' histories.
+    private lazy var historyReader = StoreHistoryReader(settings: settings)
     /// When history was last purged (after a full round, at most every `purgeInterval`).
     private var lastPurge = Date.distantPast
     static let purgeInterval: TimeInterval = 300
@@ -139,6 +141,7 @@ final class GroupRunner {
                 logger.info("group closed")
             }
             group = nil
+            historyReader.closeAll()
             completion()
         }
     }
@@ -168,10 +171,18 @@ final class GroupRunner {
                     guard try group.runRound(), !isStopping else { break }
                 }
             case .store(let name):
+                let before = previous?.stores.first { $0.name == name }
                 // A store that failed (not open: corrupt, another model; or
                 // missing) may be back: a whole round opens it and syncs it.
-                if previous?.stores.first(where: { $0.name == name })?.state == .failed {
+                if before?.state == .failed {
                     try group.runRound()
+                } else if let before, before.state != .paused, !historyReader.hasChangesToPull(name, after: before.pulledThrough) {
+                    // The event came from the daemon's own push into this
+                    // store (its only transactions since the pull are the
+                    // engine's): nothing to pull, and the push that caused
+                    // it already went to every store. No round.
+                    logger.debug("event from the engine's own push; no round", metadata: ["store": "\(name)"])
+                    return
                 } else {
                     try group.storeDidChange(name)
                 }
@@ -237,6 +248,7 @@ final class GroupRunner {
             do { try group.close() } catch { logger.warning("closing the group failed", metadata: ["error": "\(error)"]) }
         }
         group = nil
+        historyReader.closeAll()
         do {
             group = try SyncGroup(configuration: configuration)
             fileIdentities = Self.fileIdentities(configuration)
@@ -312,8 +324,9 @@ final class GroupRunner {
             }
         }
         if logger.logLevel <= .debug {
-            transactionLog.log(summary.stores, settings: settings, logger: logger)
+            transactionLog.log(summary.stores, reader: historyReader, logger: logger)
         }
+        for store in summary.stores where store.state == .failed { historyReader.close(store.name) }
     }
 
     /// `error`, and Core Data's code and name when the reason carries one.

@@ -4,11 +4,69 @@ import ObjectGraph
 import StoreSync
 import StoreSyncConfig
 
+/// The runner's own read-only view of each store's history, beside the
+/// engine's connections: to tell a file event caused by the daemon's own
+/// push from an application's save, and for the debug transaction lines.
+/// Opened lazily on files that exist (never creating one), used only to
+/// read, and dropped when a store fails or its file is replaced.
+final class StoreHistoryReader {
+    private let settings: GroupSettings
+    private var open: [String: (coordinator: PersistentStoreCoordinator, store: PersistentStore)] = [:]
+
+    init(settings: GroupSettings) { self.settings = settings }
+
+    private func reader(_ name: String) throws -> (coordinator: PersistentStoreCoordinator, store: PersistentStore) {
+        if let existing = open[name] { return existing }
+        guard let settings = settings.stores.first(where: { $0.name == name }) else {
+            throw CoreDataError(.persistentStoreOperation, "no store \(name)")
+        }
+        // Never create a store that is missing. Not opened with the
+        // read-only option: on a WAL file whose -wal is empty that opens it
+        // immutable, and a reader kept open would never see a later commit.
+        // Without the history option nothing is installed or written; the
+        // history the file has is read all the same.
+        guard FileManager.default.fileExists(atPath: settings.path.path) else {
+            throw CoreDataError(.fileReadNoSuchFile, "the store file \(settings.path.path) is missing")
+        }
+        let coordinator = try PersistentStoreCoordinator(managedObjectModel: self.settings.model)
+        let store = try coordinator.addPersistentStore(ofType: PersistentStoreCoordinator.sqliteStoreType, configurationName: settings.configuration,
+                                                       at: settings.path, options: [:])
+        open[name] = (coordinator, store)
+        return (coordinator, store)
+    }
+
+    /// The store's transactions after a history position.
+    func transactions(_ name: String, after position: Int64) throws -> [PersistentHistoryTransaction] {
+        do {
+            let (coordinator, store) = try reader(name)
+            let token = PersistentHistoryToken(storeIdentifier: store.identifier, position: position)
+            return try coordinator.execute(.fetchHistory(after: token)).transactions
+        } catch {
+            close(name)
+            throw error
+        }
+    }
+
+    /// Whether the store holds a transaction after `pulledThrough` that is
+    /// not the engine's own: something to pull. Errors answer true (let the
+    /// engine look).
+    func hasChangesToPull(_ name: String, after pulledThrough: Int64) -> Bool {
+        guard let transactions = try? transactions(name, after: pulledThrough) else { return true }
+        return transactions.contains { $0.author != SyncGroup.author }
+    }
+
+    func close(_ name: String) {
+        if let (coordinator, store) = open.removeValue(forKey: name) { try? coordinator.remove(store) }
+    }
+
+    func closeAll() {
+        for name in Array(open.keys) { close(name) }
+    }
+}
+
 /// At debug level, one log line per transaction a store's history gained
 /// since the last round: the applications' transactions (pulled into the
-/// hub, or not yet) and the engine's pushes into the store. Read from each
-/// store's history through a connection of its own, opened for the read
-/// and closed after it, only when debug is on.
+/// hub, or not yet) and the engine's pushes into the store.
 struct TransactionLog {
     /// The history position of each store logged through.
     private var through: [String: Int64] = [:]
@@ -16,62 +74,31 @@ struct TransactionLog {
     /// Logs the transactions of each store after what was logged before,
     /// up to the position `stores` report; a store seen for the first time
     /// only sets where to start (its past is not logged).
-    mutating func log(_ stores: [SyncStoreStatus], settings: GroupSettings, logger: Logger) {
+    mutating func log(_ stores: [SyncStoreStatus], reader: StoreHistoryReader, logger: Logger) {
         for status in stores where status.state != .failed {
             defer { through[status.name] = status.storePosition }
-            guard let after = through[status.name], status.storePosition > after,
-                  let store = settings.stores.first(where: { $0.name == status.name }) else { continue }
+            guard let after = through[status.name], status.storePosition > after else { continue }
             do {
-                for line in try Self.transactions(in: store.path, model: settings.model, after: after, through: status.storePosition) {
+                for transaction in try reader.transactions(status.name, after: after) where transaction.token.position <= status.storePosition {
                     var metadata: Logger.Metadata = [
-                        "store": "\(status.name)", "position": "\(line.position)", "author": "\(line.author ?? "")",
-                        "changes": "\(line.changes)", "inserted": "\(line.inserted)", "updated": "\(line.updated)", "deleted": "\(line.deleted)",
+                        "store": "\(status.name)", "position": "\(transaction.token.position)", "author": "\(transaction.author ?? "")",
+                        "changes": "\(transaction.changes.count)",
+                        "inserted": "\(transaction.changes.filter { $0.changeType == .insert }.count)",
+                        "updated": "\(transaction.changes.filter { $0.changeType == .update }.count)",
+                        "deleted": "\(transaction.changes.filter { $0.changeType == .delete }.count)",
                     ]
-                    if let name = line.contextName { metadata["context"] = "\(name)" }
-                    if line.author == SyncGroup.author {
+                    if let name = transaction.contextName { metadata["context"] = "\(name)" }
+                    if transaction.author == SyncGroup.author {
                         metadata["direction"] = "pushed"
                     } else {
                         metadata["direction"] = "from-application"
-                        metadata["pulled"] = "\(line.position <= status.pulledThrough)"
+                        metadata["pulled"] = "\(transaction.token.position <= status.pulledThrough)"
                     }
                     logger.debug("transaction", metadata: metadata)
                 }
             } catch {
                 logger.debug("transactions not readable", metadata: ["store": "\(status.name)", "error": "\(error)"])
             }
-        }
-    }
-
-    struct Line {
-        var position: Int64
-        var author: String?
-        var contextName: String?
-        var changes = 0
-        var inserted = 0
-        var updated = 0
-        var deleted = 0
-    }
-
-    static func transactions(in url: URL, model: ManagedObjectModel, after: Int64, through: Int64) throws -> [Line] {
-        let coordinator = try PersistentStoreCoordinator(managedObjectModel: model)
-        // Read-only: never creates a store that is missing, never writes one.
-        let store = try coordinator.addPersistentStore(ofType: PersistentStoreCoordinator.sqliteStoreType, at: url,
-                                                       options: [PersistentStore.persistentHistoryTrackingKey: true,
-                                                                 PersistentStore.readOnlyOption: true])
-        defer { try? coordinator.remove(store) }
-        let token = PersistentHistoryToken(storeIdentifier: store.identifier, position: after)
-        return try coordinator.execute(.fetchHistory(after: token)).transactions.compactMap { transaction in
-            guard transaction.token.position <= through else { return nil }
-            var line = Line(position: transaction.token.position, author: transaction.author, contextName: transaction.contextName)
-            for change in transaction.changes {
-                line.changes += 1
-                switch change.changeType {
-                case .insert: line.inserted += 1
-                case .update: line.updated += 1
-                case .delete: line.deleted += 1
-                }
-            }
-            return line
         }
     }
 }
