@@ -176,14 +176,13 @@ final class GroupRunner {
                 // missing) may be back: a whole round opens it and syncs it.
                 if before?.state == .failed {
                     try group.runRound()
-                } else if let before, before.state != .paused, !historyReader.hasChangesToPull(name, after: before.pulledThrough) {
-                    // The event came from the daemon's own push into this
-                    // store (its only transactions since the pull are the
-                    // engine's): nothing to pull, and the push that caused
-                    // it already went to every store. No round.
-                    logger.debug("event from the engine's own push; no round", metadata: ["store": "\(name)"])
-                    return
                 } else {
+                    // An event from the daemon's own push into this store is
+                    // not skipped, though it has nothing to pull: that empty
+                    // pull moves the store's cursor past the push, and the
+                    // engine's next pushes and status read the store's
+                    // history from that cursor. Skipping them doubled the
+                    // daemon's CPU per save (docs/benchmarks/daemon.md).
                     try group.storeDidChange(name)
                 }
             }

@@ -4,9 +4,8 @@ import ObjectGraph
 import StoreSync
 import StoreSyncConfig
 
-/// The runner's own read-only view of each store's history, beside the
-/// engine's connections: to tell a file event caused by the daemon's own
-/// push from an application's save, and for the debug transaction lines.
+/// The runner's own view of each store's history, beside the engine's
+/// connections, for the debug transaction lines.
 /// Opened lazily on files that exist (never creating one), used only to
 /// read, and dropped when a store fails or its file is replaced.
 final class StoreHistoryReader {
@@ -45,14 +44,6 @@ final class StoreHistoryReader {
             close(name)
             throw error
         }
-    }
-
-    /// Whether the store holds a transaction after `pulledThrough` that is
-    /// not the engine's own: something to pull. Errors answer true (let the
-    /// engine look).
-    func hasChangesToPull(_ name: String, after pulledThrough: Int64) -> Bool {
-        guard let transactions = try? transactions(name, after: pulledThrough) else { return true }
-        return transactions.contains { $0.author != SyncGroup.author }
     }
 
     func close(_ name: String) {

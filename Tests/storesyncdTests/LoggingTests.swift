@@ -54,9 +54,6 @@ final class LoggingTests: XCTestCase {
             XCTAssertEqual(Set(pushed.compactMap { field($0, "position") }).count, pushed.count, "a push logged twice: \(pushed)")
             XCTAssertTrue(pushed.allSatisfy { field($0, "author") == "storesync" && field($0, "context")?.hasPrefix("push:") == true }, "\(pushed)")
         }
-        // The file events of the daemon's own pushes into s2 and s3 run no round.
-        XCTAssertFalse(rounds(lines).contains { ["store:s2", "store:s3"].contains(field($0, "trigger")) }, "\(rounds(lines))")
-        XCTAssertTrue(lines.contains { $0.contains("msg=\"event from the engine's own push; no round\"") && field($0, "store") == "s2" }, daemon.log)
         // A round that moved something is an info line; idle timer rounds are debug.
         let rounds = self.rounds(lines)
         XCTAssertTrue(rounds.contains { $0.contains("level=info") && field($0, "trigger") == "store:s1" && field($0, "moved") == "true" }, "\(rounds)")
