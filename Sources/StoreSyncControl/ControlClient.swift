@@ -22,7 +22,7 @@ public enum ControlClientError: Error, CustomStringConvertible, Equatable {
 
     public var description: String {
         switch self {
-        case .notRunning(let path, let reason): return "storesyncd is not running: \(reason) (\(path))"
+        case .notRunning(let path, let reason): return "storesyncd is not running: \(reason) at \(path)"
         case .permissionDenied(let path):
             return "permission denied on \(path): the control socket is mode 0660; run as root or as the daemon's user or group"
         case .timedOut(let path, let seconds):
@@ -77,8 +77,8 @@ public final class ControlClient {
             let error = errno
             close(fd)
             switch error {
-            case ENOENT: throw ControlClientError.notRunning(path: path, reason: "no socket at the path")
-            case ECONNREFUSED: throw ControlClientError.notRunning(path: path, reason: "the socket file is there but nothing accepts on it")
+            case ENOENT: throw ControlClientError.notRunning(path: path, reason: "no socket")
+            case ECONNREFUSED: throw ControlClientError.notRunning(path: path, reason: "nothing accepts on the socket")
             case ENOTSOCK: throw ControlClientError.notTheDaemon(path: path, detail: "it is not a socket")
             case EACCES, EPERM: throw ControlClientError.permissionDenied(path: path)
             default: throw ControlClientError.io(path: path, call: "connect", reason: String(cString: strerror(error)))
@@ -102,8 +102,15 @@ public final class ControlClient {
             nextID += 1
         }
         let id = fields["id"]!
-        try send(JSONValue.object(fields).encoded())
         let deadline = Date().addingTimeInterval(timeout)
+        do {
+            try send(JSONValue.object(fields).encoded())
+        } catch let error as ControlClientError {
+            // A daemon that refuses a peer writes why and closes at once,
+            // possibly before the request went out: that line is the answer.
+            guard case .io = error, let refusal = try? readMessage(deadline: deadline) else { throw error }
+            return refusal
+        }
         while true {
             let reply = try readReply(deadline: deadline)
             if reply["event"] == nil, reply["id"] == id || reply["id"] == nil || reply["id"] == .null { return reply }

@@ -11,6 +11,13 @@ struct StoreSyncCtl: ParsableCommand {
             ModelCommand.self,
             PredicateCommand.self,
             QueryCommand.self,
+            StatusCommand.self,
+            PauseCommand.self,
+            ResumeCommand.self,
+            SyncCommand.self,
+            ReloadCommand.self,
+            ConflictsCommand.self,
+            MetricsCommand.self,
         ]
     )
 }
