@@ -134,7 +134,7 @@ let package = Package(
         // notify, end to end); ObjectGraph writes the stores it syncs.
         .testTarget(
             name: "storesyncdTests",
-            dependencies: ["storesyncd", "ObjectGraph", "StoreSyncControl"],
+            dependencies: ["storesyncd", "storesyncctl", "ObjectGraph", "StoreSyncControl"],
             swiftSettings: swift5
         ),
         .executableTarget(

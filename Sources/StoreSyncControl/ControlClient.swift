@@ -108,8 +108,9 @@ public final class ControlClient {
         } catch let error as ControlClientError {
             // A daemon that refuses a peer writes why and closes at once,
             // possibly before the request went out: that line is the answer.
-            guard case .io = error, let refusal = try? readMessage(deadline: deadline) else { throw error }
-            return refusal
+            guard case .io = error else { throw error }
+            if let refusal = try readMessage(deadline: deadline) { return refusal }
+            throw ControlClientError.notTheDaemon(path: path, detail: "it closed the connection without answering")
         }
         while true {
             let reply = try readReply(deadline: deadline)

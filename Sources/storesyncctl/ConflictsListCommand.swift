@@ -40,7 +40,8 @@ struct ConflictsListCommand: ParsableCommand {
         let conflicts = reply["conflicts"]?.array ?? []
         guard !conflicts.isEmpty else { return "No conflicts waiting.\n" }
         let rows = conflicts.map { conflict -> [String] in
-            let changed = Set((conflict["incoming"]?.object ?? [:]).keys).union((conflict["hub"]?.object ?? [:]).keys)
+            // The store's changed properties that the hub has otherwise.
+            let changed = (conflict["incoming"]?.object ?? [:]).keys
             let differing = changed.filter { conflict["incoming"]?[$0] != conflict["hub"]?[$0] }.sorted()
             return [ControlOutput.cell(conflict["ref"]), ControlOutput.cell(conflict["store"]), ControlOutput.cell(conflict["entity"]),
                     ControlOutput.cell(conflict["object"]), ControlOutput.cell(conflict["kind"]),

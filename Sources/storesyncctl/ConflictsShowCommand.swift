@@ -50,7 +50,7 @@ struct ConflictsShowCommand: ParsableCommand {
         let base = conflict["base"]?.object ?? [:], incoming = conflict["incoming"]?.object ?? [:], hub = conflict["hub"]?.object ?? [:]
         let keys = Set(base.keys).union(incoming.keys).union(hub.keys).sorted()
         let rows = keys.map { key -> [String] in
-            let differs = incoming[key] != hub[key]
+            let differs = incoming[key] != nil && incoming[key] != hub[key]
             return [differs ? "*" : "", key, ControlOutput.cell(base[key]), ControlOutput.cell(incoming[key]), ControlOutput.cell(hub[key])]
         }
         out += ControlOutput.table(["", "PROPERTY", "BASE", "INCOMING", "HUB"], rows)

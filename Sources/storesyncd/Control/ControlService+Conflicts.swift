@@ -114,11 +114,37 @@ extension ControlService {
             "base_position": .int(conflict.basePosition),
             "hub_position": .int(conflict.hubPosition),
             "created": JSONValue(conflict.created),
-            "base": JSONValue(conflict.base),
-            "incoming": JSONValue(conflict.incoming),
-            "hub": JSONValue(conflict.hub),
+            "base": values(conflict.base),
+            "incoming": values(conflict.incoming),
+            "hub": values(conflict.hub),
+            "types": JSONValue(types(conflict)),
             "resolved": .bool(resolved),
         ]
+    }
+
+    /// The engine records values as comparable text, attributes prefixed
+    /// with their Swift type (`Int64:3`, `String:milk`); the protocol gives
+    /// the value text alone and the types apart (`types`), so a script or a
+    /// person reads `3`. Relationships (global IDs), `nil` and collections
+    /// have no prefix and pass as they are.
+    static func splitType(_ text: String) -> (type: String?, value: String) {
+        guard let colon = text.firstIndex(of: ":") else { return (nil, text) }
+        let type = text[..<colon]
+        guard let first = type.first, first.isLetter,
+              type.allSatisfy({ $0.isLetter || $0.isNumber || "_.<>".contains($0) }) else { return (nil, text) }
+        return (String(type), String(text[text.index(after: colon)...]))
+    }
+
+    private static func values(_ texts: [String: String]) -> JSONValue {
+        .object(texts.mapValues { .string(splitType($0).value) })
+    }
+
+    private static func types(_ conflict: SyncConflict) -> [String: String] {
+        var types: [String: String] = [:]
+        for texts in [conflict.base, conflict.incoming, conflict.hub] {
+            for (key, text) in texts { if let type = splitType(text).type { types[key] = type } }
+        }
+        return types
     }
 
     /// Errors from a group's queue, as reply errors.
