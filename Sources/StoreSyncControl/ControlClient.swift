@@ -134,6 +134,12 @@ public final class ControlClient {
         }
     }
 
+    /// Tells the daemon nothing more will be sent (a half-close): what was
+    /// sent is still answered, then the daemon closes the connection.
+    public func finishSending() {
+        shutdown(fd, Int32(SHUT_WR))
+    }
+
     /// The next line parsed, checked to be this protocol's: a JSON object
     /// with `"v"`. nil when the daemon closed the connection cleanly between lines.
     public func readMessage(deadline: Date) throws -> JSONValue? {

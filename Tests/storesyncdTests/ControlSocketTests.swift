@@ -189,6 +189,12 @@ final class ControlSocketTests: XCTestCase {
         let reloaded = try next(reloadSubscriber) { $0["event"] == "reload" }
         XCTAssertEqual(reloaded["outcome"], "reloaded")
         XCTAssertEqual(reloaded["id"], 9)
+
+        // A stopping daemon says so, then closes the stream.
+        daemon.daemon.signal(SIGTERM)
+        XCTAssertEqual(try next(reloadSubscriber) { $0["event"] == "stopping" }["id"], 9)
+        XCTAssertNil(try reloadSubscriber.readMessage(deadline: Date().addingTimeInterval(10)))
+        XCTAssertEqual(daemon.daemon.waitForExit(timeout: 10), 0, daemon.daemon.log)
     }
 
     /// Reads stream lines until one matches (bounded).
@@ -252,6 +258,29 @@ final class ControlSocketTests: XCTestCase {
         try pipelined.send(Data("{\"v\":1,\"id\":1,\"op\":\"metrics\"}\n{\"v\":1,\"id\":2,\"op\":\"status\"}\n{\"v\":1,\"id\":3,\"op\":\"nope\"}".utf8))
         let ids = try (0..<3).map { _ in try pipelined.readMessage(deadline: Date().addingTimeInterval(10))?["id"] }
         XCTAssertEqual(ids, [1, 2, 3])
+
+        // A client that half-closes after asking still gets its answers, then EOF.
+        let halfClosed = try daemon.client(timeout: 10)
+        try halfClosed.send(Data("{\"v\":1,\"id\":\"a\",\"op\":\"sync\"}\n{\"v\":1,\"id\":\"b\",\"op\":\"status\"}".utf8))
+        halfClosed.finishSending()
+        XCTAssertEqual(try halfClosed.readMessage(deadline: Date().addingTimeInterval(10))?["id"], "a")
+        XCTAssertEqual(try halfClosed.readMessage(deadline: Date().addingTimeInterval(10))?["id"], "b")
+        XCTAssertNil(try halfClosed.readMessage(deadline: Date().addingTimeInterval(10)))
+
+        // A client that sends a thousand requests before reading any reply is
+        // throttled meanwhile (docs/CONTROL.md, limits) and then answered in full.
+        let flood = try daemon.client(timeout: 20)
+        let request = Data("{\"v\":1,\"op\":\"metrics\"}\n".utf8)
+        var batch = Data()
+        for _ in 0..<999 { batch.append(request) }
+        try flood.send(batch + Data("{\"v\":1,\"id\":\"last\",\"op\":\"metrics\"}".utf8))
+        var answered = 0
+        while let line = try flood.readMessage(deadline: Date().addingTimeInterval(20)) {
+            XCTAssertEqual(line["ok"], true)
+            answered += 1
+            if line["id"] == "last" { break }
+        }
+        XCTAssertEqual(answered, 1000)
 
         // And the daemon answers new connections.
         XCTAssertEqual(try daemon.request(["op": "status"])["ok"], true)

@@ -38,6 +38,12 @@ final class ControlConnection: LoopHandle {
     private var closeWhenWritten = false
     private var pendingWrites = 0
     private var finished = false
+    /// Reading is paused because the client sends faster than it reads:
+    /// requests wait in `lines`, replies in libuv's write queue, and
+    /// neither may grow without bound.
+    private var throttled = false
+    private var reading = false
+    static let maximumQueuedLines = 128
 
     init(_ loop: EventLoop) throws {
         Self.nextSerial += 1
@@ -65,6 +71,8 @@ final class ControlConnection: LoopHandle {
     // MARK: - Reading
 
     func startReading() {
+        guard !finished, !reading else { return }
+        reading = true
         let status = stream { stream in
             uv_read_start(stream, { handle, _, buffer in
                 guard let handle, let buffer, let owner = LoopHandle.owner(of: UnsafeMutableRawPointer(handle)) as? ControlConnection else { return }
@@ -82,7 +90,8 @@ final class ControlConnection: LoopHandle {
     }
 
     private func stopReading() {
-        guard !finished else { return }
+        guard !finished, reading else { return }
+        reading = false
         _ = stream { uv_read_stop($0) }
     }
 
@@ -100,6 +109,10 @@ final class ControlConnection: LoopHandle {
         }
         input.removeSubrange(..<start)
         if input.count > ControlProtocol.maximumRequestBytes { return tooLarge(input.count) }
+        if lines.count >= Self.maximumQueuedLines {
+            throttled = true
+            stopReading()
+        }
         processNext()
     }
 
@@ -118,10 +131,22 @@ final class ControlConnection: LoopHandle {
     private func endOfInput() {
         inputEnded = true
         stopReading()
-        if !busy && lines.isEmpty && subscriptions.isEmpty { finish() }
+        // Not `finish()`: the reply to the last request may still be in
+        // libuv's write queue (a client that half-closes after asking).
+        if !busy && lines.isEmpty && subscriptions.isEmpty { closeAfterWrites() }
     }
 
     private func processNext() {
+        if throttled, !inputEnded, !closeWhenWritten, lines.count < Self.maximumQueuedLines / 4, queuedBytes < Self.maximumQueuedBytes {
+            throttled = false
+            startReading()
+        }
+        // A client that does not read its replies gets no more until it does.
+        if queuedBytes > Self.maximumQueuedBytes, !lines.isEmpty {
+            throttled = true
+            stopReading()
+            return
+        }
         guard !busy, !finished, !closeWhenWritten, !lines.isEmpty, let onLine else {
             if inputEnded, !busy, lines.isEmpty, subscriptions.isEmpty { closeAfterWrites() }
             return
@@ -190,7 +215,9 @@ final class ControlConnection: LoopHandle {
         pendingWrites -= 1
         // A peer that went away: nothing more can reach it.
         if status != 0 { return finish() }
-        if closeWhenWritten, pendingWrites == 0 { finish() }
+        if closeWhenWritten, pendingWrites == 0 { return finish() }
+        // Room in the write queue again: requests held back may go on.
+        if throttled || (!busy && !lines.isEmpty) { processNext() }
     }
 
     /// Writes the value, then closes once it has gone out (oversized or
