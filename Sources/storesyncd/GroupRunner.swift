@@ -182,11 +182,6 @@ final class GroupRunner {
         }, completion: completion)
     }
 
-    /// The stores paused now (read on the queue).
-    func pausedStores(completion: @escaping (Set<String>) -> Void) {
-        queue.async { [self] in completion(paused) }
-    }
-
     /// Makes the engine's members agree with `paused`. A store that is not
     /// open cannot be paused in the engine; it is paused when it opens
     /// (the next job applies this again).
