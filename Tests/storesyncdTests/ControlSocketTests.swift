@@ -197,6 +197,51 @@ final class ControlSocketTests: XCTestCase {
         XCTAssertEqual(daemon.daemon.waitForExit(timeout: 10), 0, daemon.daemon.log)
     }
 
+    /// A group busy with a long round is reported from its last round
+    /// (`"fresh": false`) after a second, instead of holding the answer.
+    /// The round is held by another process keeping s1's write lock: the
+    /// engine's push into s1 waits (SQLite's busy timeout, 5 s).
+    func testStatusOfABusyGroupComesFromItsLastRound() throws {
+        let daemon = try Daemon.Controlled()
+        let locker = Process()
+        locker.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+        locker.arguments = [daemon.url("s1").path]
+        let input = Pipe(), output = Pipe()
+        locker.standardInput = input
+        locker.standardOutput = output
+        try locker.run()
+        defer {
+            try? input.fileHandleForWriting.write(contentsOf: Data("ROLLBACK;\n.quit\n".utf8))
+            locker.waitUntilExit()
+        }
+        try input.fileHandleForWriting.write(contentsOf: Data("BEGIN IMMEDIATE;\nSELECT 'locked';\n".utf8))
+        var seen = Data()
+        while !String(decoding: seen, as: UTF8.self).contains("locked") {
+            let chunk = output.fileHandleForReading.availableData
+            XCTAssertFalse(chunk.isEmpty, "sqlite3 ended before taking the lock")
+            if chunk.isEmpty { return }
+            seen.append(chunk)
+        }
+        let before = try daemon.request(["op": "status"])
+        let lastRound = try XCTUnwrap(before["groups"]?.array?.first?["last_round"]?["finished"]?.string)
+
+        // A change for s1 to receive, and a round queued ahead of the status read.
+        try daemon.save("s2", name: "held", count: 1)
+        XCTAssertEqual(try daemon.request(["op": "sync"])["ok"], true)
+        let started = Date()
+        let status = try daemon.request(["op": "status"])
+        let waited = Date().timeIntervalSince(started)
+        let group = try XCTUnwrap(status["groups"]?.array?.first)
+        XCTAssertEqual(group["fresh"], false, status.text)
+        XCTAssertNotNil(group["as_of"]?.string, status.text)
+        XCTAssertGreaterThanOrEqual(group["as_of"]?.string ?? "", lastRound, status.text)
+        XCTAssertEqual(group["stores"]?.array?.count, 3, status.text)
+        XCTAssertLessThan(waited, 4.5, "status waited for the round instead of answering from the last one")
+
+        let human = try daemon.ctl(["status"])
+        XCTAssertTrue(human.stdout.contains("group items is busy; shown as of its last round"), human.stdout)
+    }
+
     /// Reads stream lines until one matches (bounded).
     private func next(_ client: ControlClient, timeout: TimeInterval = 10, where match: (JSONValue) -> Bool) throws -> JSONValue {
         let deadline = Date().addingTimeInterval(timeout)
