@@ -48,6 +48,14 @@ final class ControlCLITests: XCTestCase {
         XCTAssertEqual(unknown.status, 1)
         XCTAssertTrue(unknown.stderr.contains("no group or store named nope") && unknown.stderr.contains("(not-found)"), unknown.stderr)
 
+        // Colour on a terminal only, and never with NO_COLOR (script(1) gives it a pty).
+        let command = "\(Daemon.ctlBinary.path) status --socket \(daemon.socket)"
+        let coloured = try Daemon.runTool("/usr/bin/script", ["-qec", command, "/dev/null"], environment: ["TERM": "xterm"])
+        XCTAssertTrue(coloured.stdout.contains("\u{1B}[32mok\u{1B}[0m"), coloured.stdout)
+        let plain = try Daemon.runTool("/usr/bin/script", ["-qec", command, "/dev/null"], environment: ["NO_COLOR": "1", "TERM": "xterm"])
+        XCTAssertTrue(plain.stdout.contains("All 3 stores in sync."), plain.stdout)
+        XCTAssertFalse(plain.stdout.contains("\u{1B}["), plain.stdout)
+
         // Not running: 3, saying so and where it looked.
         daemon.daemon.signal(SIGTERM)
         XCTAssertEqual(daemon.daemon.waitForExit(timeout: 10), 0)

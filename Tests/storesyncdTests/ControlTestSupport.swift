@@ -13,11 +13,17 @@ extension Daemon {
     /// Runs storesyncctl to completion, with systemd's variables cleared so
     /// only the arguments say where the socket is.
     static func ctl(_ arguments: [String], environment: [String: String] = [:]) throws -> Result {
+        try runTool(ctlBinary.path, arguments, environment: environment)
+    }
+
+    /// Runs a program to completion with `RUNTIME_DIRECTORY` and `NO_COLOR`
+    /// cleared, then `environment` added.
+    static func runTool(_ path: String, _ arguments: [String], environment: [String: String] = [:]) throws -> Result {
         var env = ProcessInfo.processInfo.environment
         for key in ["RUNTIME_DIRECTORY", "NO_COLOR"] { env[key] = nil }
         env.merge(environment) { $1 }
         let process = Process()
-        process.executableURL = ctlBinary
+        process.executableURL = URL(fileURLWithPath: path)
         process.arguments = arguments
         process.environment = env
         let out = Pipe(), err = Pipe()
