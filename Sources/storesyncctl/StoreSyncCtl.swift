@@ -8,9 +8,13 @@ struct StoreSyncCtl: ParsableCommand {
         commandName: "storesyncctl",
         abstract: "Inspect Core Data models, predicates and stores; control storesyncd.",
         subcommands: [
+            AttachCommand.self,
+            DetachCommand.self,
+            LogCommand.self,
             ModelCommand.self,
             PredicateCommand.self,
             QueryCommand.self,
+            VerifyCommand.self,
         ]
     )
 }

@@ -69,6 +69,12 @@ public final class SyncChangeLog {
                 throw ChangeLogError.badFilter("no store named '\(unknown)' in \(Self.describe(configurations.map(\.name), filter.groups)) (stores: \(known.sorted().joined(separator: ", ")))")
             }
         }
+        // A position from another set of groups (or a hand-made one naming a
+        // source wrongly) would silently read that source from its start.
+        let allKeys = configurations.flatMap { group in
+            [ChangeLogSource(group: group.name, store: nil).key] + group.stores.map { ChangeLogSource(group: group.name, store: $0.name).key }
+        }
+        try Self.check(position, known: allKeys)
         for configuration in configurations where filter.groups?.contains(configuration.name) ?? true {
             let hubModel = EmbeddedHub.hubModel(configuration.model)
             let hubURL = configuration.stateDirectory.appendingPathComponent("hub.sqlite")
@@ -95,6 +101,9 @@ public final class SyncChangeLog {
     /// The log of one store file without a group (no hub, so no conflicts).
     /// `name` (default: the file's name without extension) is its key in
     /// positions.
+    /// - Throws: the store's error when the file cannot be opened with
+    ///   `model` (260 no file, 134010 not a store, 134100 another model), and
+    ///   134080 when it records no history: a file given alone must be readable.
     public convenience init(storeAt url: URL, model: ManagedObjectModel, name: String? = nil, configurationName: String? = nil,
                             filter: ChangeLogFilter = ChangeLogFilter(), after position: ChangeLogPosition = .start,
                             pageSize: Int = 64) throws {
@@ -106,6 +115,7 @@ public final class SyncChangeLog {
     private init(lone reader: SourceReader, filter: ChangeLogFilter, after position: ChangeLogPosition, pageSize: Int) throws {
         if filter.onlyConflicts { throw ChangeLogError.badFilter("conflicts are recorded by a sync group's hub; a lone store file has none (give its group)") }
         if filter.groups != nil { throw ChangeLogError.badFilter("a lone store file belongs to no group") }
+        try Self.check(position, known: [reader.source.key])
         self.filter = filter
         self.pageSize = max(1, pageSize)
         self.position = position
@@ -115,6 +125,19 @@ public final class SyncChangeLog {
             throw ChangeLogError.badFilter("the model has no entity named '\(unknown)' (it has \(reader.model.entities.map(\.name).sorted().joined(separator: ", ")))")
         }
         reader.fetchedThrough = position[reader.source]
+        let file = try ReadOnlyStoreFile(url: reader.url, model: reader.model, configurationName: reader.configurationName)
+        guard file.recordsHistory else {
+            file.close()
+            throw CoreDataError(.persistentStoreOpen, "\(reader.url.path) records no history: the store is not attached (storesyncctl attach)",
+                                userInfo: [CoreDataError.filePathErrorKey: reader.url.path])
+        }
+        reader.file = file
+    }
+
+    private static func check(_ position: ChangeLogPosition, known: [String]) throws {
+        if let unknown = Set(position.positions.keys).subtracting(known).sorted().first {
+            throw ChangeLogError.badPosition(position.description, "it names source '\(unknown)', which is not read here (sources: \(known.joined(separator: ", ")); a hub's key is its group's name)")
+        }
     }
 
     private static func describe(_ all: [String], _ wanted: Set<String>?) -> String {
