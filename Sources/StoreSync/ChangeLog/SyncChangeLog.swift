@@ -302,17 +302,23 @@ public final class SyncChangeLog {
         // object it changed within the conflict's span (ChangeLogFilter.onlyConflicts).
         var involved = Set(events.map(\.id))
         var conflictObjects = Set<UUID>()
-        for conflict in group?.conflicts ?? [] {
-            let touched = changes.contains { $0.globalIdentifier == conflict.object }
+        for event in events {
+            if let conflict = group?.conflicts.first(where: { $0.id == event.id }) { conflictObjects.insert(conflict.object) }
+        }
+        if let group, !group.conflictsByObject.isEmpty {
             // A push of the base (or older) only brought the store where the
             // conflicting change started from.
-            let spans = source.isHub ? transaction.token.position > conflict.basePosition
-                : source.store == conflict.store && transaction.timestamp >= conflict.baseTime
-                    && !(transaction.author == SyncGroup.author
-                         && (transaction.contextName.flatMap(SyncGroup.pushedPosition) ?? .max) <= conflict.basePosition)
-            if events.contains(where: { $0.id == conflict.id }) || (touched && spans) {
-                involved.insert(conflict.id)
-                conflictObjects.insert(conflict.object)
+            let pushed = transaction.author == SyncGroup.author ? transaction.contextName.flatMap(SyncGroup.pushedPosition) : nil
+            for change in changes {
+                for conflict in group.conflictsByObject[change.globalIdentifier] ?? [] {
+                    let spans = source.isHub ? transaction.token.position > conflict.basePosition
+                        : source.store == conflict.store && transaction.timestamp >= conflict.baseTime
+                            && (pushed ?? .max) > conflict.basePosition
+                    if spans {
+                        involved.insert(conflict.id)
+                        conflictObjects.insert(conflict.object)
+                    }
+                }
             }
         }
         if filter.onlyConflicts && involved.isEmpty { return nil }
@@ -395,7 +401,11 @@ public final class SyncChangeLog {
         let hubURL: URL
         let hubModel: ManagedObjectModel
         var hub: ReadOnlyStoreFile?
-        var conflicts: [ConflictSpan] = []
+        var conflicts: [ConflictSpan] = [] {
+            didSet { conflictsByObject = Dictionary(grouping: conflicts, by: \.object) }
+        }
+        /// The same, by object: what each change of a transaction is looked up in.
+        private(set) var conflictsByObject: [UUID: [ConflictSpan]] = [:]
         init(hubURL: URL, hubModel: ManagedObjectModel) {
             self.hubURL = hubURL
             self.hubModel = hubModel

@@ -250,6 +250,13 @@ import Testing
             #expect(throws: ChangeLogError.self, "\(bad)") { try ChangeLogPosition(parsing: bad) }
         }
         #expect(try ChangeLogPosition(parsing: "") == .start)
+        // A key naming no source would silently read that source from its start.
+        #expect { try SyncChangeLog(groups: [history.configuration], after: ChangeLogPosition(parsing: "test/hub:3")) } throws: {
+            "\($0)".contains("names source 'test/hub', which is not read here (sources: test, test/s1, test/s2, test/s3")
+        }
+        #expect(throws: ChangeLogError.self) { try SyncChangeLog(storeAt: history.urls[0], model: history.configuration.model, after: ChangeLogPosition(parsing: "test/s1:3")) }
+        // A store file read alone must be readable: errors at once, not warnings.
+        #expect(throws: CoreDataError.self) { try SyncChangeLog(storeAt: history.directory.appendingPathComponent("none.sqlite"), model: history.configuration.model) }
         #expect(try ChangeLogPosition(parsing: "test/s1:4, test:9").description == "test:9,test/s1:4")
     }
 
