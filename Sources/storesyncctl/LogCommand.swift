@@ -57,7 +57,7 @@ struct LogCommand: ParsableCommand {
     @Option(name: .customLong("group"), help: "Only this group (repeatable). Default: every group.")
     var groups: [String] = []
 
-    @Option(name: .customLong("store"), help: "Only this store of a group (repeatable; the hub is left out unless --hub). With --model: the path of a store file to read without a configuration.")
+    @Option(name: .customLong("store"), help: "Only this store of a group, by name or path (repeatable; the hub is left out unless --hub). With --model: the path of a store file to read without a configuration.")
     var stores: [String] = []
 
     @Flag(help: "Only the hub's transactions (with --store: the hub's and those stores').")
@@ -144,7 +144,10 @@ struct LogCommand: ParsableCommand {
         }
         let configuration = try GroupLookup.configuration(config)
         if !stores.isEmpty {
-            filter.stores = Set(stores)
+            // A store may be named by its path too, as the configuration gives it.
+            let byPath = Dictionary(configuration.groups.flatMap { $0.stores.map { ($0.path.standardizedFileURL.path, $0.name) } },
+                                    uniquingKeysWith: { first, _ in first })
+            filter.stores = Set(stores.map { byPath[URL(fileURLWithPath: $0).standardizedFileURL.path] ?? $0 })
             filter.includesHub = hub
         } else if hub {
             filter.stores = []

@@ -95,6 +95,7 @@ import Testing
 
         #expect(try selected(["--group", "notes"]) == all.map(key))
         #expect(try selected(["--store", "web"]) == expected { $0["store"] as? String == "web" })
+        #expect(try selected(["--store", fixture.url("web").path]) == expected { $0["store"] as? String == "web" })
         #expect(try selected(["--store", "web", "--store", "phone"]) == expected { ["web", "phone"].contains($0["store"] as? String ?? "") })
         #expect(try selected(["--hub"]) == expected { $0["hub"] as? Bool == true })
         #expect(try selected(["--store", "app", "--hub"]) == expected { $0["hub"] as? Bool == true || $0["store"] as? String == "app" })
