@@ -104,7 +104,9 @@ let package = Package(
         ),
         .testTarget(
             name: "storesyncctlTests",
-            dependencies: ["storesyncctl", "CSQLite", "StoreSyncControl"],
+            // The engine and the configuration reader build the groups whose
+            // change log, verification and attachment the CLI is tested on.
+            dependencies: ["storesyncctl", "CSQLite", "ObjectGraph", "StoreSync", "StoreSyncConfig", "StoreSyncControl"],
             swiftSettings: swift5
         ),
         .testTarget(

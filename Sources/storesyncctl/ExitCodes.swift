@@ -2,6 +2,9 @@ import ArgumentParser
 
 /// Exit statuses from sysexits(3), the Linux convention for command-line tools.
 enum SysExit {
+    /// A check found what it looks for: `verify` found differences (the
+    /// `diff`/`cmp` convention: 0 same, 1 different, above that trouble).
+    static let differences = ExitCode(1)
     /// EX_USAGE: the command was used incorrectly.
     static let usage = ExitCode(64)
     /// EX_DATAERR: the input data was incorrect (a bad model, a bad predicate).

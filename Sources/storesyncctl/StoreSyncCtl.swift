@@ -8,6 +8,9 @@ struct StoreSyncCtl: ParsableCommand {
         commandName: "storesyncctl",
         abstract: "Inspect Core Data models, predicates and stores; control storesyncd.",
         subcommands: [
+            AttachCommand.self,
+            DetachCommand.self,
+            LogCommand.self,
             ModelCommand.self,
             PredicateCommand.self,
             QueryCommand.self,
@@ -18,6 +21,7 @@ struct StoreSyncCtl: ParsableCommand {
             ReloadCommand.self,
             ConflictsCommand.self,
             MetricsCommand.self,
+            VerifyCommand.self,
         ]
     )
 }
