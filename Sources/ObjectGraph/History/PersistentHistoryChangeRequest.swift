@@ -35,6 +35,23 @@ public final class PersistentHistoryChangeRequest: @unchecked Sendable {
     /// For a delete through a token: only changes committed before this
     /// date go (a retention floor); nil: everything through the token.
     public var committedBefore: Date?
+    /// For a fetch: at most this many transactions from each store (0: no
+    /// limit), counted after the filters, so a reader can page through a long
+    /// history: fetch again after the last transaction's token. The store
+    /// stops reading at the limit; it never holds more than that.
+    ///
+    /// ```swift
+    /// var after: PersistentHistoryToken? = nil
+    /// repeat {
+    ///     let request = PersistentHistoryChangeRequest.fetchHistory(after: after)
+    ///     request.fetchLimit = 100
+    ///     let page = try coordinator.execute(request).transactions
+    ///     for transaction in page { print(transaction.token) }
+    ///     after = page.last?.token ?? after
+    ///     if page.count < 100 { break }
+    /// } while true
+    /// ```
+    public var fetchLimit = 0
 
     public init(_ operation: Operation) { self.operation = operation }
 
