@@ -1,0 +1,198 @@
+import Foundation
+import Testing
+@testable import ObjectGraph
+
+/// Inferred migrations of SQLite stores (MM-02, PC-39): schema-only changes
+/// run in place with SQL in one transaction and keep every primary key; a
+/// change of how a relationship is stored is migrated by copying. Values are
+/// read back with SQLite's C API and through a coordinator with the new model.
+@Suite struct SQLiteInPlaceMigrationTests {
+    static func person(_ model: ManagedObjectModel) -> EntityDescription { model.entitiesByName["Person"]! }
+
+    static func rows(_ url: URL, _ sql: String) throws -> [String] {
+        try RawSQLite.query(url.path, sql).map { $0.map(\.description).joined(separator: "|") }
+    }
+
+    /// PC-39 (a), MM-02 (a): an added optional attribute is one `ALTER TABLE
+    /// … ADD COLUMN`; every row keeps its key and values, the new column is
+    /// nil, the store keeps its UUID and records the new model's hashes.
+    @Test func addedOptionalAttributeIsOneAlterTable() throws {
+        let v1 = SmallModel.make()
+        let url = try SmallModel.store(v1)
+        let before = try Self.rows(url, "SELECT Z_PK, Z_ENT, Z_OPT, ZNAME, ZAGE, ZNICKNAME, ZDEPARTMENT FROM ZPERSON ORDER BY Z_PK")
+        let uuid = try RawSQLite.query(url.path, "SELECT Z_UUID FROM Z_METADATA")
+        let v2 = SmallModel.make()
+        Self.person(v2).properties += [AttributeDescription(name: "email", type: .string)]
+
+        let preview = try SmallModel.migrate(url, from: v1, to: v2)
+        #expect(preview.inPlace)
+        #expect(preview.statements.contains("ALTER TABLE ZPERSON ADD COLUMN ZEMAIL VARCHAR"))
+        #expect(!preview.statements.contains { $0.contains("_OG_MIGRATING_") })
+        #expect(preview.changes == ["Person: add column ZEMAIL VARCHAR".replacingOccurrences(of: "Person", with: "ZPERSON")])
+        #expect(try Self.rows(url, "SELECT Z_PK, Z_ENT, Z_OPT, ZNAME, ZAGE, ZNICKNAME, ZDEPARTMENT FROM ZPERSON ORDER BY Z_PK") == before)
+        #expect(try RawSQLite.query(url.path, "SELECT count(*) FROM ZPERSON WHERE ZEMAIL IS NOT NULL").first?.first?.int == 0)
+        #expect(try RawSQLite.query(url.path, "SELECT Z_UUID FROM Z_METADATA") == uuid)
+        let metadata = try SQLiteStore.metadataForStore(at: url)
+        #expect(v2.isConfiguration(nil, compatibleWithStoreMetadata: metadata))
+        #expect(!v1.isConfiguration(nil, compatibleWithStoreMetadata: metadata))
+        #expect(try SQLiteStore.cachedModel(forStoreAt: url)?.entityVersionHashesByName == v2.entityVersionHashesByName)
+        let people = try SmallModel.read(url, v2, "Person", keys: ["name", "email", "department.title"])
+        #expect(people.count == 30)
+        #expect(people.allSatisfy { $0["email"] == "nil" && $0["department.title"] != "nil" })
+    }
+
+    /// PD-20 (b), MM-02 (b): a property renamed through its renaming
+    /// identifier keeps its data, as `ALTER TABLE … RENAME COLUMN`.
+    @Test func renamedAttributeKeepsItsValues() throws {
+        let v1 = SmallModel.make()
+        let url = try SmallModel.store(v1)
+        let before = try Self.rows(url, "SELECT Z_PK, ZNICKNAME FROM ZPERSON ORDER BY Z_PK")
+        let v2 = SmallModel.make()
+        let alias = try #require(Self.person(v2).attributesByName["nickname"])
+        alias.name = "alias"
+        alias.renamingIdentifier = "nickname"
+
+        let mapping = try MappingModel.inferredMappingModel(forSourceModel: v1, destinationModel: v2)
+        let people = try #require(mapping.entityMappings.first { $0.destinationEntityName == "Person" })
+        #expect(people.attributeMappings.first { $0.name == "alias" }?.valueExpression?.expressionFormat == "$source.nickname")
+        let preview = try SmallModel.migrate(url, from: v1, to: v2, mapping: mapping)
+        #expect(preview.inPlace)
+        #expect(preview.statements.contains("ALTER TABLE ZPERSON RENAME COLUMN ZNICKNAME TO ZALIAS"))
+        #expect(try Self.rows(url, "SELECT Z_PK, ZALIAS FROM ZPERSON ORDER BY Z_PK") == before)
+    }
+
+    /// MM-02: an optional attribute made required with a default, and a new
+    /// required attribute with a default: old rows get the default where
+    /// they had nil, in place.
+    @Test func requiredAttributesWithDefaultsFillOldRows() throws {
+        let v1 = SmallModel.make()
+        let url = try SmallModel.store(v1)
+        let v2 = SmallModel.make()
+        let nickname = try #require(Self.person(v2).attributesByName["nickname"])
+        nickname.isOptional = false
+        nickname.defaultValue = "none"
+        let level = AttributeDescription(name: "level", type: .integer32)
+        level.isOptional = false
+        level.defaultValue = Int32(1)
+        Self.person(v2).properties += [level]
+
+        let preview = try SmallModel.migrate(url, from: v1, to: v2)
+        #expect(preview.inPlace)
+        let rows = try RawSQLite.query(url.path, "SELECT ZNAME, ZNICKNAME, ZLEVEL FROM ZPERSON ORDER BY Z_PK")
+        #expect(rows.count == 30)
+        for (i, row) in rows.enumerated() {
+            #expect(row[1].text == (i % 4 == 0 ? "none" : "nick\(i)"))
+            #expect(row[2].int == 1)
+        }
+        let read = try SmallModel.read(url, v2, "Person", keys: ["name", "nickname", "level"])
+        #expect(read.filter { $0["nickname"] == "none" }.count == 8)
+    }
+
+    /// MM-02: an attribute removed and another widened (Integer 16 → 64):
+    /// the table is rebuilt, values carried over, the old column gone.
+    @Test func removedAndWidenedAttributesRebuildTheTable() throws {
+        let v1 = SmallModel.make()
+        let url = try SmallModel.store(v1)
+        let before = try Self.rows(url, "SELECT Z_PK, ZNAME, ZAGE, ZDEPARTMENT FROM ZPERSON ORDER BY Z_PK")
+        let v2 = SmallModel.make()
+        Self.person(v2).properties = Self.person(v2).properties.filter { $0.name != "nickname" }
+        Self.person(v2).attributesByName["age"]!.attributeType = .integer64
+
+        let preview = try SmallModel.migrate(url, from: v1, to: v2)
+        #expect(preview.inPlace)
+        #expect(preview.changes.contains { $0.hasPrefix("rebuild table ZPERSON from ZPERSON, dropping ZNICKNAME") })
+        #expect(try Self.rows(url, "SELECT Z_PK, ZNAME, ZAGE, ZDEPARTMENT FROM ZPERSON ORDER BY Z_PK") == before)
+        #expect(try RawSQLite.tableColumns(url.path)["ZPERSON"]?.contains { $0.hasPrefix("ZNICKNAME") } == false)
+        let read = try SmallModel.read(url, v2, "Person", keys: ["name", "age"])
+        #expect(read.first { $0["name"] == "person 7" }?["age"] == "27")
+    }
+
+    /// MM-02 (d), EM-12c/d: an entity removed (its table dropped), one added
+    /// (a new table), one renamed through its renaming identifier (a table
+    /// renamed, not removed and added): entities are renumbered as a new
+    /// store numbers them, keys and relationships (to-one and many-to-many)
+    /// survive, the key counters are carried over.
+    @Test func entitiesAddedRemovedAndRenamed() throws {
+        let v1 = SmallModel.make()
+        let url = try SmallModel.store(v1)
+        let peopleBefore = try Self.rows(url, "SELECT p.Z_PK, p.ZNAME, d.ZTITLE FROM ZPERSON p JOIN ZDEPARTMENT d ON d.Z_PK = p.ZDEPARTMENT ORDER BY p.Z_PK")
+        let tagsBefore = try Self.rows(url, "SELECT p.ZNAME, t.ZLABEL FROM Z_3TAGS j JOIN ZPERSON p ON p.Z_PK = j.Z_3PEOPLE JOIN ZTAG t ON t.Z_PK = j.Z_4TAGS ORDER BY 1, 2")
+        #expect(tagsBefore.count == 10)
+        let maxBefore = try RawSQLite.query(url.path, "SELECT Z_MAX FROM Z_PRIMARYKEY WHERE Z_NAME = 'Person'").first?.first?.int
+
+        let v2 = SmallModel.make()
+        let team = try #require(v2.entitiesByName["Department"])
+        team.name = "Team"
+        team.renamingIdentifier = "Department"
+        let project = EntityDescription(name: "Project")
+        project.properties = [AttributeDescription(name: "code", type: .string)]
+        v2.entities = v2.entities.filter { $0.name != "Note" } + [project]
+
+        let mapping = try MappingModel.inferredMappingModel(forSourceModel: v1, destinationModel: v2)
+        #expect(mapping.entityMappings.map { "\($0.mappingType) \($0.sourceEntityName ?? "-")->\($0.destinationEntityName ?? "-")" }.sorted()
+                == ["add -->Project", "copy Tag->Tag", "remove Note->-", "transform Department->Team", "transform Person->Person"])
+        let preview = try SmallModel.migrate(url, from: v1, to: v2, mapping: mapping)
+        #expect(preview.inPlace)
+        #expect(preview.changes.contains("drop table ZNOTE (removed entity Note)"))
+        #expect(preview.changes.contains { $0.hasPrefix("rebuild table ZTEAM from ZDEPARTMENT") })
+        let tables = Set(try RawSQLite.query(url.path, "SELECT name FROM sqlite_master WHERE type = 'table'").map { $0[0].text! })
+        #expect(tables.isSuperset(of: ["ZPERSON", "ZTEAM", "ZPROJECT", "ZTAG", "Z_1TAGS"]))
+        #expect(tables.isDisjoint(with: ["ZNOTE", "ZDEPARTMENT", "Z_3TAGS"]))
+        #expect(try Self.rows(url, "SELECT Z_ENT, Z_NAME FROM Z_PRIMARYKEY ORDER BY Z_ENT") == ["i1|t\"Person\"", "i2|t\"Project\"", "i3|t\"Tag\"", "i4|t\"Team\""])
+        #expect(try RawSQLite.query(url.path, "SELECT Z_MAX FROM Z_PRIMARYKEY WHERE Z_NAME = 'Person'").first?.first?.int == maxBefore)
+        #expect(try Self.rows(url, "SELECT p.Z_PK, p.ZNAME, d.ZTITLE FROM ZPERSON p JOIN ZTEAM d ON d.Z_PK = p.ZDEPARTMENT ORDER BY p.Z_PK") == peopleBefore)
+        #expect(try Self.rows(url, "SELECT DISTINCT Z_ENT FROM ZPERSON") == ["i1"])
+        #expect(try Self.rows(url, "SELECT p.ZNAME, t.ZLABEL FROM Z_1TAGS j JOIN ZPERSON p ON p.Z_PK = j.Z_1PEOPLE JOIN ZTAG t ON t.Z_PK = j.Z_3TAGS ORDER BY 1, 2") == tagsBefore)
+        let read = try SmallModel.read(url, v2, "Person", keys: ["name", "department.title", "tags.label"])
+        #expect(read.filter { $0["department.title"] == "Sales" }.count == 15)
+        #expect(read.filter { $0["tags.label"] != "" }.count == 10)
+    }
+
+    /// MM-02: a to-one made to-many is inferred; its storage changes (a
+    /// foreign key becomes a join table), so the store is migrated by
+    /// copying; every person keeps its department.
+    @Test func toOneMadeToManyIsMigratedByCopying() throws {
+        let v1 = SmallModel.make()
+        let url = try SmallModel.store(v1)
+        let v2 = SmallModel.make()
+        Self.person(v2).relationshipsByName["department"]!.maxCount = 0
+
+        let preview = try SmallModel.migrate(url, from: v1, to: v2)
+        #expect(!preview.inPlace)
+        #expect(preview.changes.first?.contains("storage changes") == true)
+        let read = try SmallModel.read(url, v2, "Person", keys: ["name", "department.title", "tags.label"])
+        #expect(read.count == 30)
+        for row in read {
+            let i = Int(row["name"]!.split(separator: " ")[1])!
+            #expect(row["department.title"] == (i % 2 == 0 ? "Sales" : "Research"))
+            #expect(row["tags.label"] == (i % 3 == 0 ? (i % 2 == 0 ? "red" : "green") : ""))
+        }
+        #expect(try RawSQLite.query(url.path, "PRAGMA integrity_check").first?.first?.text == "ok")
+    }
+
+    /// MM-02: an inheritance change Core Data infers: Person becomes a
+    /// sub-entity of a new abstract Party and its `name` moves up into it.
+    /// Person's rows move, in place, to Party's table, renumbered.
+    @Test func attributeMovedUpIntoANewParent() throws {
+        let v1 = SmallModel.make()
+        let url = try SmallModel.store(v1)
+        let before = try Self.rows(url, "SELECT Z_PK, ZNAME, ZAGE FROM ZPERSON ORDER BY Z_PK")
+        let v2 = SmallModel.make()
+        let party = EntityDescription(name: "Party")
+        party.isAbstract = true
+        party.properties = [AttributeDescription(name: "name", type: .string)]
+        let person = Self.person(v2)
+        person.properties = person.properties.filter { $0.name != "name" }
+        party.subentities = [person]
+        v2.entities += [party]
+
+        let preview = try SmallModel.migrate(url, from: v1, to: v2)
+        #expect(preview.inPlace)
+        #expect(try Self.rows(url, "SELECT Z_PK, ZNAME, ZAGE FROM ZPARTY ORDER BY Z_PK") == before)
+        let personNumber = try RawSQLite.query(url.path, "SELECT Z_ENT FROM Z_PRIMARYKEY WHERE Z_NAME = 'Person'").first?.first?.int
+        #expect(try Self.rows(url, "SELECT DISTINCT Z_ENT FROM ZPARTY") == ["i\(personNumber!)"])
+        let read = try SmallModel.read(url, v2, "Person", keys: ["name", "age", "department.title"])
+        #expect(read.count == 30)
+        #expect(read.first { $0["name"] == "person 3" }?["department.title"] == "Research")
+    }
+}
