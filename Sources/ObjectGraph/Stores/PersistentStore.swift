@@ -172,7 +172,12 @@ open class PersistentStore {
         do {
             try manager.migrateStore(from: url, sourceType: storeType, options: storeOptions, with: mappingModel,
                                      toDestinationURL: temporary, destinationType: storeType, destinationOptions: storeOptions)
-            _ = try FileManager.default.replaceItemAt(url, withItemAt: temporary)
+            // rename(2): atomic on one file system, the original replaced whole.
+            guard rename(temporary.path, url.path) == 0 else {
+                let code = errno
+                throw CoreDataError(.migrationManagerDestinationStore, "moving the migrated store over \(url.path) failed: \(String(cString: strerror(code)))",
+                                    userInfo: [CoreDataError.filePathErrorKey: url.path])
+            }
         } catch {
             try? FileManager.default.removeItem(at: temporary)
             throw error
