@@ -8,6 +8,7 @@ struct StoreSyncCtl: ParsableCommand {
         commandName: "storesyncctl",
         abstract: "Inspect Core Data models, predicates and stores; control storesyncd.",
         subcommands: [
+            MigrateCommand.self,
             ModelCommand.self,
             PredicateCommand.self,
             QueryCommand.self,

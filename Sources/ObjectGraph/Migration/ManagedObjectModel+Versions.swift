@@ -103,6 +103,11 @@ extension ManagedObjectModel {
     /// records no order between versions. A bundle's current version is
     /// where its migrations end.
     static func versionOrder(_ names: [String]) -> [String] {
-        names.sorted { $0.compare($1, options: [.numeric]) == .orderedAscending }
+        // Without the extension, so "Model" comes before "Model 2".
+        func base(_ name: String) -> String {
+            for ext in [".xcdatamodel", ".mom"] where name.hasSuffix(ext) { return String(name.dropLast(ext.count)) }
+            return name
+        }
+        return names.sorted { base($0).compare(base($1), options: [.numeric]) == .orderedAscending }
     }
 }

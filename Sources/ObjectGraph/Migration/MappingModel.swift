@@ -60,8 +60,9 @@ public final class MappingModel: CustomStringConvertible {
         return nil
     }
 
-    /// Mapping files given directly or found in given directories.
-    static func mappingFiles(in urls: [URL]) -> [URL] {
+    /// Mapping files (`.xcmappingmodel`, `.json`) given directly or found
+    /// in given directories (not recursively), in name order.
+    public static func mappingFiles(in urls: [URL]) -> [URL] {
         var out: [URL] = []
         for url in urls {
             if isMappingFile(url) { out.append(url); continue }

@@ -16,7 +16,8 @@ import Testing
             "XCServerCoreData2.0.0.xcdatamodel", "XCServerCoreData2.0.1.xcdatamodel", "XCServerCoreData2.0.2.xcdatamodel",
             "XCServerCoreData2.0.3.xcdatamodel",
         ])
-        #expect(ManagedObjectModel.versionOrder(["Model 10", "Model 2", "Model"]) == ["Model", "Model 2", "Model 10"])
+        #expect(ManagedObjectModel.versionOrder(["Model 10.xcdatamodel", "Model 2.xcdatamodel", "Model.xcdatamodel"])
+                == ["Model.xcdatamodel", "Model 2.xcdatamodel", "Model 10.xcdatamodel"])
     }
 
     /// MOM-IN-03: among the versions at some URLs, the one whose hashes a

@@ -307,6 +307,16 @@ struct SQLiteMigrationPlan {
         for index in new.indexes { plan.statements.append(index.sql.replacingOccurrences(of: "CREATE INDEX ", with: "CREATE INDEX IF NOT EXISTS ")) }
         plan.wantedIndexes = wantedIndexes
         plan.modelTables = Set(new.tables.map(\.name) + new.joinTables.map(\.name))
+        var existingIndexes: [String: String] = [:]
+        for row in try db.query("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL") {
+            if let name = row[0].stringValue, let sql = row[1].stringValue { existingIndexes[name] = sql }
+        }
+        for name in existingIndexes.keys.sorted() where wantedIndexes[name] == nil && (old.indexes.contains { $0.name == name }) {
+            plan.changes.append("drop index \(name)")
+        }
+        for index in new.indexes where existingIndexes[index.name] == nil {
+            plan.changes.append("create index \(index.name) ON \(index.tableName)")
+        }
 
         // 7. Entity numbers and key counters, metadata, the cached model.
         plan.statements.append("DELETE FROM Z_PRIMARYKEY")
