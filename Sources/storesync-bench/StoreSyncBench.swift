@@ -9,6 +9,7 @@ struct StoreSyncBench: ParsableCommand {
         abstract: "Benchmarks for StoreSync. Build with -c release before trusting the numbers.",
         subcommands: [
             HistoryBenchmark.self,
+            MigrateBenchmark.self,
             PredicateBenchmark.self,
             SQLiteBenchmark.self,
             SQLiteStoreBenchmark.self,
