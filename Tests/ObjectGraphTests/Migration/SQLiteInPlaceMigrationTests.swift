@@ -195,4 +195,47 @@ import Testing
         #expect(read.count == 30)
         #expect(read.first { $0["name"] == "person 3" }?["department.title"] == "Research")
     }
+
+    /// Values stored outside the database (`allowsExternalBinaryDataStorage`)
+    /// survive a migration by copying: the copy's files move beside the
+    /// store, the old ones go once the new rows are in.
+    @Test func externalBinaryValuesSurviveACopyingMigration() throws {
+        func model(toMany: Bool) -> ManagedObjectModel {
+            let m = SmallModel.make()
+            let photo = AttributeDescription(name: "photo", type: .binaryData)
+            photo.allowsExternalBinaryDataStorage = true
+            m.entitiesByName["Person"]!.properties += [photo]
+            if toMany { m.entitiesByName["Person"]!.relationshipsByName["department"]!.maxCount = 0 }
+            return m
+        }
+        let v1 = model(toMany: false)
+        let url = try SmallModel.store(v1, people: 2)
+        let coordinator = try PersistentStoreCoordinator(managedObjectModel: v1)
+        try coordinator.addPersistentStore(ofType: PersistentStoreCoordinator.sqliteStoreType, at: url)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let big = Data((0..<300_000).map { UInt8($0 % 251) })
+        try context.performAndWait {
+            for person in try context.fetch(FetchRequest(entityName: "Person")) { try person.setValue(big, forKey: "photo") }
+            try context.save()
+        }
+        for store in coordinator.persistentStores { try coordinator.remove(store) }
+        let folder = url.deletingLastPathComponent().appendingPathComponent(".Small_SUPPORT/_EXTERNAL_DATA")
+        let before = Set(try FileManager.default.contentsOfDirectory(atPath: folder.path))
+        #expect(before.count == 2)
+
+        let preview = try SmallModel.migrate(url, from: model(toMany: false), to: model(toMany: true))
+        #expect(!preview.inPlace)
+        let after = Set(try FileManager.default.contentsOfDirectory(atPath: folder.path))
+        #expect(after.count == 2)
+        #expect(after.isDisjoint(with: before))
+        let reader = try PersistentStoreCoordinator(managedObjectModel: model(toMany: true))
+        try reader.addPersistentStore(ofType: PersistentStoreCoordinator.sqliteStoreType, at: url)
+        let readContext = ManagedObjectContext(coordinator: reader)
+        try readContext.performAndWait {
+            let photos = try readContext.fetch(FetchRequest(entityName: "Person")).map { try $0.value(forKey: "photo") as? Data }
+            #expect(photos == [big, big])
+        }
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: url.deletingLastPathComponent().path).filter { $0.contains("migrating") }
+        #expect(leftovers.isEmpty)
+    }
 }

@@ -116,6 +116,30 @@ extension SQLiteStore {
         sourceOptions[PersistentStore.persistentHistoryTrackingKey] = nil
         try manager.migrateStore(from: url, sourceType: storeType, options: sourceOptions, with: mappingModel,
                                  toDestinationURL: temporary, destinationType: storeType, destinationOptions: [:])
+        // Values stored externally: the copy's files move beside the store
+        // before the swap (named by UUID, they cannot collide); the store's
+        // old files go once the swap committed, the moved ones if it did not.
+        let fileManager = FileManager.default
+        let oldDirectory = externalDataDirectory(of: url), newDirectory = externalDataDirectory(of: temporary)
+        let oldFiles = (try? fileManager.contentsOfDirectory(atPath: oldDirectory.path)) ?? []
+        var moved: [URL] = []
+        defer { try? fileManager.removeItem(at: newDirectory.deletingLastPathComponent()) }
+        if let files = try? fileManager.contentsOfDirectory(atPath: newDirectory.path), !files.isEmpty {
+            try fileManager.createDirectory(at: oldDirectory, withIntermediateDirectories: true)
+            for name in files {
+                let target = oldDirectory.appendingPathComponent(name)
+                try fileManager.moveItem(at: newDirectory.appendingPathComponent(name), to: target)
+                moved.append(target)
+            }
+        }
+        var swapped = false
+        defer {
+            if swapped {
+                for name in oldFiles { try? fileManager.removeItem(at: oldDirectory.appendingPathComponent(name)) }
+            } else {
+                for file in moved { try? fileManager.removeItem(at: file) }
+            }
+        }
         do {
             try db.run("ATTACH DATABASE ? AS migrated", [.text(temporary.path)])
             defer { _ = try? db.execute("DETACH DATABASE migrated") }
@@ -140,9 +164,16 @@ extension SQLiteStore {
                     }
                 }
             }
+            swapped = true
         } catch let error as CoreDataError where error.code == .sqlite || error.code == .persistentStoreTimeout {
             throw MigrationManager.wrap(error, .migrationManagerDestinationStore, "replacing the store at \(url.path) with its migrated copy failed, nothing was changed", path: url.path)
         }
+    }
+
+    /// `.<StoreName>_SUPPORT/_EXTERNAL_DATA` beside a store file (see `externalDataDirectory`).
+    static func externalDataDirectory(of url: URL) -> URL {
+        url.deletingLastPathComponent().appendingPathComponent(".\(url.deletingPathExtension().lastPathComponent)_SUPPORT")
+            .appendingPathComponent("_EXTERNAL_DATA")
     }
 
     /// `sourceModel(forStoreAt:metadata:searchURLs:)` for SQLite files:
