@@ -62,6 +62,10 @@ public final class MappingModel: CustomStringConvertible {
 
     /// Mapping files (`.xcmappingmodel`, `.json`) given directly or found
     /// in given directories (not recursively), in name order.
+    ///
+    /// ```swift
+    /// let files = MappingModel.mappingFiles(in: [URL(fileURLWithPath: "Mappings")])
+    /// ```
     public static func mappingFiles(in urls: [URL]) -> [URL] {
         var out: [URL] = []
         for url in urls {
@@ -83,6 +87,11 @@ public final class MappingModel: CustomStringConvertible {
     /// Everything that keeps this mapping from migrating `sourceModel` to
     /// `destinationModel`, one line each; empty when it fits. Checked before
     /// a migration writes anything (MG-08 d).
+    ///
+    /// ```swift
+    /// for problem in mapping.problems(sourceModel: v1, destinationModel: v2) { print(problem) }
+    /// // entity mapping People: the destination entity Person has no attribute mail
+    /// ```
     public func problems(sourceModel: ManagedObjectModel, destinationModel: ManagedObjectModel) -> [String] {
         var out: [String] = []
         if let name = sourceModelVersionName, let version = sourceModel.versionName, !Self.sameVersion(name, version) {

@@ -23,6 +23,12 @@ public enum MigrationStage: String, CaseIterable, Sendable {
 
 /// One report of a migration's progress (MG-10, MG-11): what it is doing and
 /// how far along it is.
+///
+/// ```swift
+/// let token = manager.observeProgress { progress in
+///     print(progress)   // "create relationships Note->Note 62%"
+/// }
+/// ```
 public struct MigrationProgress: Sendable, CustomStringConvertible {
     /// The stage running.
     public let stage: MigrationStage
@@ -38,6 +44,12 @@ public struct MigrationProgress: Sendable, CustomStringConvertible {
 }
 
 /// Keeps a progress observer registered; `cancel()` or releasing it ends the observation.
+///
+/// ```swift
+/// let token = manager.observeProgress { print($0.fraction) }
+/// try manager.migrateStore(from: old, sourceType: "SQLite", with: mapping, toDestinationURL: new, destinationType: "SQLite")
+/// token.cancel()
+/// ```
 public final class MigrationObservation {
     private var onCancel: (() -> Void)?
     init(onCancel: @escaping () -> Void) { self.onCancel = onCancel }

@@ -29,6 +29,14 @@ public protocol ExpressionFunctionTarget: AnyObject {
 }
 
 /// Why a `FUNCTION` call on an ``ExpressionFunctionTarget`` failed.
+///
+/// ```swift
+/// func evaluateFunction(_ selector: String, arguments: [Any?]) throws -> Any? {
+///     guard selector == "double:" else { throw ExpressionFunctionError.unknownSelector(selector, receiver: "Doubler") }
+///     guard let n = arguments.first as? Int else { throw ExpressionFunctionError.badArguments(selector, reason: "expects an Int") }
+///     return 2 * n
+/// }
+/// ```
 public enum ExpressionFunctionError: Error, CustomStringConvertible {
     /// The receiver has no method of that name.
     case unknownSelector(String, receiver: String)

@@ -201,6 +201,11 @@ extension SQLiteStore {
 }
 
 /// What migrating a SQLite store would do (`SQLiteStore.migrationPreview`).
+///
+/// ```swift
+/// let preview = try SQLiteStore.migrationPreview(at: url, sourceModel: v1, destinationModel: v2, mappingModel: mapping)
+/// if preview.inPlace { preview.statements.forEach { print($0) } }   // ALTER TABLE ZNOTE ADD COLUMN ZTITLE VARCHAR
+/// ```
 public struct MigrationPreview: Sendable {
     /// True when SQL changes the tables in place; false when every object is copied.
     public let inPlace: Bool
