@@ -238,4 +238,65 @@ import Testing
         let leftovers = try FileManager.default.contentsOfDirectory(atPath: url.deletingLastPathComponent().path).filter { $0.contains("migrating") }
         #expect(leftovers.isEmpty)
     }
+
+    /// In place, the other relationship storages: a to-many made ordered
+    /// (its inverse's table gains `Z_FOK_LIST`, positions numbered in key
+    /// order) and a to-many without inverse (the hidden owner column on the
+    /// destination's table is kept).
+    @Test func orderedAndInverselessRelationshipsInPlace() throws {
+        func model(ordered: Bool) -> ManagedObjectModel {
+            let list = EntityDescription(name: "List"), item = EntityDescription(name: "Item"), folder = EntityDescription(name: "Folder")
+            let items = RelationshipDescription(name: "items", destination: item, toMany: true)
+            items.isOrdered = ordered
+            let owner = RelationshipDescription(name: "list", destination: list)
+            items.inverseRelationship = owner
+            owner.inverseRelationship = items
+            let files = RelationshipDescription(name: "files", destination: item, toMany: true)
+            list.properties = [AttributeDescription(name: "title", type: .string), items]
+            item.properties = [AttributeDescription(name: "name", type: .string), owner]
+            folder.properties = [AttributeDescription(name: "name", type: .string), files]
+            let m = ManagedObjectModel()
+            m.entities = [folder, item, list]
+            return m
+        }
+        let url = try TestPaths.temporaryDirectory().appendingPathComponent("Lists.sqlite")
+        let coordinator = try PersistentStoreCoordinator(managedObjectModel: model(ordered: false))
+        try coordinator.addPersistentStore(ofType: PersistentStoreCoordinator.sqliteStoreType, at: url)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        try context.performAndWait {
+            let lists = try (0..<2).map { i -> ManagedObject in
+                let l = try context.insertNewObject(forEntityName: "List")
+                try l.setValue("list \(i)", forKey: "title")
+                return l
+            }
+            let folder = try context.insertNewObject(forEntityName: "Folder")
+            try folder.setValue("docs", forKey: "name")
+            var files: [ManagedObject] = []
+            for i in 0..<6 {
+                let item = try context.insertNewObject(forEntityName: "Item")
+                try item.setValue("item \(i)", forKey: "name")
+                try item.setValue(lists[i % 2], forKey: "list")
+                if i < 3 { files.append(item) }
+            }
+            try folder.setValue(Set(files), forKey: "files")
+            try context.save()
+        }
+        for store in coordinator.persistentStores { try coordinator.remove(store) }
+
+        let preview = try SmallModel.migrate(url, from: model(ordered: false), to: model(ordered: true))
+        #expect(preview.inPlace)
+        #expect(try Self.rows(url, "SELECT ZNAME, Z_FOK_LIST FROM ZITEM ORDER BY Z_PK")
+                == ["t\"item 0\"|i1", "t\"item 1\"|i1", "t\"item 2\"|i2", "t\"item 3\"|i2", "t\"item 4\"|i3", "t\"item 5\"|i3"])
+        let reader = try PersistentStoreCoordinator(managedObjectModel: model(ordered: true))
+        try reader.addPersistentStore(ofType: PersistentStoreCoordinator.sqliteStoreType, at: url)
+        let readContext = ManagedObjectContext(coordinator: reader)
+        try readContext.performAndWait {
+            let lists = try readContext.fetch(FetchRequest(entityName: "List")).sorted { (try $0.value(forKey: "title") as! String) < (try $1.value(forKey: "title") as! String) }
+            let first = try #require(lists.first?.value(forKey: "items") as? [ManagedObject])
+            #expect(try first.map { try $0.value(forKey: "name") as? String } == ["item 0", "item 2", "item 4"])
+            let folder = try #require(readContext.fetch(FetchRequest(entityName: "Folder")).first)
+            let files = try #require(folder.value(forKey: "files") as? Set<ManagedObject>)
+            #expect(try files.map { try $0.value(forKey: "name") as! String }.sorted() == ["item 0", "item 1", "item 2"])
+        }
+    }
 }
