@@ -10,6 +10,7 @@ struct StoreSyncBench: ParsableCommand {
         subcommands: [
             DaemonBenchmark.self,
             HistoryBenchmark.self,
+            MigrateBenchmark.self,
             PredicateBenchmark.self,
             SQLiteBenchmark.self,
             SQLiteStoreBenchmark.self,

@@ -16,7 +16,8 @@ enum SysExit {
     static let temporaryFailure = ExitCode(75)
     /// EX_SOFTWARE: an internal software error.
     static let software = ExitCode(70)
-    /// EX_IOERR: a socket failed in a way none of the others name.
+    /// EX_IOERR: I/O failed: a socket in a way none of the others name, or
+    /// writing a store (a full disk during a migration).
     static let ioError = ExitCode(74)
     /// EX_PROTOCOL: the control socket answered, but not as storesyncd.
     static let protocolError = ExitCode(76)

@@ -11,6 +11,7 @@ struct StoreSyncCtl: ParsableCommand {
             AttachCommand.self,
             DetachCommand.self,
             LogCommand.self,
+            MigrateCommand.self,
             ModelCommand.self,
             PredicateCommand.self,
             QueryCommand.self,

@@ -47,6 +47,9 @@ public final class ManagedObjectContext: NSLocking {
 
     let queue: DispatchQueue
     private static let queueKey = DispatchSpecificKey<ObjectIdentifier>()
+    /// The context whose identity marks `queue` (see `isOnQueue`): this
+    /// context, or the one whose queue it shares (`init(coordinator:sharingQueueOf:)`).
+    private var queueOwner: ObjectIdentifier?
     private let recursiveLock = NSRecursiveLock()
 
     /// The uniquing table (MOC-00a). It holds its objects strongly and lets
@@ -131,6 +134,22 @@ public final class ManagedObjectContext: NSLocking {
         self.concurrencyType = concurrencyType
         self.queue = concurrencyType == .mainQueue ? DispatchQueue.main : DispatchQueue(label: "ObjectGraph.ManagedObjectContext")
         queue.setSpecific(key: Self.queueKey, value: ObjectIdentifier(self))
+        queueOwner = ObjectIdentifier(self)
+        storesObserver = NotificationCenter.default.addObserver(forName: PersistentStoreCoordinator.storesDidChangeNotification, object: coordinator, queue: nil) { [weak self] note in
+            guard let removed = note.userInfo?[PersistentStoreCoordinator.removedPersistentStoresKey] as? [PersistentStore], !removed.isEmpty else { return }
+            let identifiers = Set(removed.map(\.identifier))
+            self?.queue.async { [weak self] in self?.invalidateObjects(inStores: identifiers) }
+        }
+    }
+
+    /// A private-queue context confined to `other`'s queue, so code on that
+    /// queue can use both (a migration reads the source context and writes
+    /// the destination context in one pass). `other` must outlive it.
+    init(coordinator: PersistentStoreCoordinator, sharingQueueOf other: ManagedObjectContext) {
+        self.persistentStoreCoordinator = coordinator
+        self.concurrencyType = other.concurrencyType
+        self.queue = other.queue
+        queueOwner = other.queueOwner
         storesObserver = NotificationCenter.default.addObserver(forName: PersistentStoreCoordinator.storesDidChangeNotification, object: coordinator, queue: nil) { [weak self] note in
             guard let removed = note.userInfo?[PersistentStoreCoordinator.removedPersistentStoresKey] as? [PersistentStore], !removed.isEmpty else { return }
             let identifiers = Set(removed.map(\.identifier))
@@ -192,7 +211,7 @@ public final class ManagedObjectContext: NSLocking {
 
     var isOnQueue: Bool {
         if concurrencyType == .mainQueue && Thread.isMainThread { return true }
-        return DispatchQueue.getSpecific(key: Self.queueKey) == ObjectIdentifier(self)
+        return DispatchQueue.getSpecific(key: Self.queueKey) == queueOwner
     }
 
     /// Traps in debug builds when the context is used off its queue.

@@ -70,7 +70,17 @@ public final class PersistentStoreCoordinator: NSLocking {
     /// an unknown type and 134100 when the store's entity version hashes do
     /// not fit the model's configuration by the store's own rule
     /// (`PersistentStore.checkModelCompatibility(withStoreMetadata:)`;
-    /// `NSIgnorePersistentStoreVersioningOption` skips it).
+    /// `NSIgnorePersistentStoreVersioningOption` skips it), unless
+    /// `NSMigratePersistentStoresAutomaticallyOption` asks for the store to be
+    /// migrated first (PC-38, PC-39; see `migrateStoreIfNeeded`).
+    ///
+    /// ```swift
+    /// try coordinator.addPersistentStore(ofType: PersistentStoreCoordinator.sqliteStoreType, at: url, options: [
+    ///     PersistentStore.migratePersistentStoresAutomaticallyOption: true,
+    ///     PersistentStore.inferMappingModelAutomaticallyOption: true,
+    ///     PersistentStore.migrationSearchURLsOption: [URL(fileURLWithPath: "Model.xcdatamodeld")],
+    /// ])
+    /// ```
     @discardableResult
     public func addPersistentStore(ofType type: String, configurationName: String? = nil, at url: URL? = nil, options: [String: Any] = [:]) throws -> PersistentStore {
         try locked {
@@ -84,6 +94,10 @@ public final class PersistentStoreCoordinator: NSLocking {
             let store = cls.init(model: managedObjectModel, configurationName: configurationName, url: url, options: options)
             store.persistentStoreCoordinator = self
             store.didAdd(to: self)
+            if let url, store.boolOption(PersistentStore.migratePersistentStoresAutomaticallyOption) {
+                // PC-38: a store of another model version is migrated before it opens.
+                try migrateStoreIfNeeded(store, at: url)
+            }
             try store.load()
             if store.metadata[ManagedObjectModel.storeModelVersionHashesKey] != nil {
                 // The store's own rule: it knows which files' hashes can be

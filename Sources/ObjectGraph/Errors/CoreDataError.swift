@@ -91,6 +91,22 @@ public struct CoreDataError: Error, CustomNSError, CustomStringConvertible, @unc
     public static let lineNumberErrorKey = "ObjectGraphLineNumber"
     public static let entityNameErrorKey = "ObjectGraphEntityName"
     public static let propertyNameErrorKey = "ObjectGraphPropertyName"
+    /// Where in a value expression's text parsing failed (0-based, Unicode scalars).
+    public static let expressionPositionErrorKey = "ObjectGraphExpressionPosition"
+    /// `NSInferredMappingModelError` (134190) userInfo keys, as Core Data
+    /// names them (MM-02): why inference failed, and where.
+    public static let inferredMappingReasonKey = "reason"
+    public static let inferredMappingEntityKey = "entity"
+    public static let inferredMappingPropertyKey = "property"
+    /// The store metadata a migration error is about (134130, 134100).
+    public static let storeMetadataErrorKey = "metadata"
+    /// 134130/134100: per candidate model (its version name), the entities
+    /// whose version hashes did not match the store's, as `[String: [String]]`.
+    public static let mismatchedVersionHashesErrorKey = "ObjectGraphMismatchedVersionHashes"
+    /// The migration stage an error happened in (`MigrationStage` raw value).
+    public static let migrationStageErrorKey = "ObjectGraphMigrationStage"
+    /// The entity mapping an error happened in (its name).
+    public static let entityMappingErrorKey = "ObjectGraphEntityMapping"
 
     public static let errorDomain = NSCocoaErrorDomain
     /// The domain for raw SQLite result codes.

@@ -50,6 +50,21 @@ open class PersistentStore {
     /// whatever its version hashes say (PC-37).
     public static let ignoreVersioningOption = "NSIgnorePersistentStoreVersioningOption"
 
+    /// `NSMigratePersistentStoresAutomaticallyOption` (PC-38): when true and
+    /// the store does not fit the coordinator's model, adding it migrates it
+    /// first (see docs/MIGRATION.md): the source model is looked for among
+    /// `migrationSearchURLsOption`'s models (and, for SQLite, the model the
+    /// store caches), the mapping model among its mapping files.
+    public static let migratePersistentStoresAutomaticallyOption = "NSMigratePersistentStoresAutomaticallyOption"
+    /// `NSInferMappingModelAutomaticallyOption` (PC-39): with the option
+    /// above, infers a mapping model when no mapping file fits. Alone it does nothing.
+    public static let inferMappingModelAutomaticallyOption = "NSInferMappingModelAutomaticallyOption"
+    /// ObjectGraph's: where automatic migration looks for source models and
+    /// mapping models (Linux has no app bundles to search), as `[URL]`:
+    /// model bundles (`.xcdatamodeld`, `.momd`), single models, mapping files
+    /// (`.xcmappingmodel`, `.json`), or directories holding them.
+    public static let migrationSearchURLsOption = "ObjectGraphMigrationSearchURLs"
+
     /// `NSPersistentHistoryTrackingKey`: when true, the store records every
     /// change made to it, by any writer, as persistent history (SQLite
     /// stores; see docs/HISTORY.md).
@@ -103,15 +118,70 @@ open class PersistentStore {
         if boolOption(Self.ignoreVersioningOption) { return }
         guard metadata[ManagedObjectModel.storeModelVersionHashesKey] != nil else { return }
         guard model.isConfiguration(configurationName, compatibleWithStoreMetadata: metadata) else {
-            throw incompatibleVersionHashError()
+            let stored = metadata[ManagedObjectModel.storeModelVersionHashesKey] as? [String: Data] ?? [:]
+            var differing = entities.filter { stored[$0.name] != $0.versionHash }.map(\.name)
+            if configurationName == nil {
+                differing += Set(stored.keys).subtracting(entities.map(\.name)).map { "\($0) (only in the store)" }
+            }
+            throw incompatibleVersionHashError(differing: differing.sorted(), metadata: metadata)
         }
     }
 
-    func incompatibleVersionHashError() -> CoreDataError {
+    /// 134100 naming the entities whose version hashes did not match.
+    func incompatibleVersionHashError(differing: [String] = [], metadata: [String: Any]? = nil) -> CoreDataError {
         let place = url.map { " at \($0.path)" } ?? ""
+        var info: [String: Any] = url.map { [CoreDataError.filePathErrorKey: $0.path] } ?? [:]
+        if !differing.isEmpty { info[CoreDataError.mismatchedVersionHashesErrorKey] = ["": differing] }
+        if let metadata { info[CoreDataError.storeMetadataErrorKey] = metadata }
+        let detail = differing.isEmpty ? "" : "; version hashes differ for \(differing.joined(separator: ", "))"
         return CoreDataError(.persistentStoreIncompatibleVersionHash,
-                             "the model used to open the store\(place) is incompatible with the one used to create it",
-                             userInfo: url.map { [CoreDataError.filePathErrorKey: $0.path] } ?? [:])
+                             "the model used to open the store\(place) is incompatible with the one used to create it\(detail)",
+                             userInfo: info)
+    }
+
+    // MARK: - Migration (docs/MIGRATION.md)
+
+    /// The migration manager class that migrates stores of this class (PS-18).
+    open class var migrationManagerType: MigrationManager.Type { MigrationManager.self }
+
+    /// Throws 134100 when the store file at `url` was not made with this
+    /// store's model (its version hashes, and what the store class can tell
+    /// besides), without opening it as a store; the coordinator migrates
+    /// such a store when asked to. The default reads the file's metadata and
+    /// applies `checkModelCompatibility(withStoreMetadata:)`.
+    open func checkStoreCompatibility(at url: URL) throws {
+        try checkModelCompatibility(withStoreMetadata: try Self.metadataForPersistentStore(at: url))
+    }
+
+    /// The model the store file at `url` was made with, among the models at
+    /// `searchURLs` (`ManagedObjectModel.mergedModel(from:forStoreMetadata:)`),
+    /// or nil. Store classes that know more about their files refine it.
+    open func sourceModel(forStoreAt url: URL, metadata: [String: Any], searchURLs: [URL]) throws -> ManagedObjectModel? {
+        try ManagedObjectModel.mergedModel(from: searchURLs, forStoreMetadata: metadata)
+    }
+
+    /// Replaces the store file at `url` with its migration by `manager`
+    /// through `mappingModel`. The default migrates into a new file beside it
+    /// and moves that over the original (a rename, atomic on one file
+    /// system); nothing changes at `url` when the migration fails. SQLite
+    /// stores migrate in place with SQL when they can (`SQLiteStore`).
+    open class func migrateStore(at url: URL, options: [String: Any], mappingModel: MappingModel, manager: MigrationManager) throws {
+        let temporary = url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).migrating-\(UUID().uuidString)")
+        var storeOptions = options
+        storeOptions[migratePersistentStoresAutomaticallyOption] = nil
+        do {
+            try manager.migrateStore(from: url, sourceType: storeType, options: storeOptions, with: mappingModel,
+                                     toDestinationURL: temporary, destinationType: storeType, destinationOptions: storeOptions)
+            // rename(2): atomic on one file system, the original replaced whole.
+            guard rename(temporary.path, url.path) == 0 else {
+                let code = errno
+                throw CoreDataError(.migrationManagerDestinationStore, "moving the migrated store over \(url.path) failed: \(String(cString: strerror(code)))",
+                                    userInfo: [CoreDataError.filePathErrorKey: url.path])
+            }
+        } catch {
+            try? FileManager.default.removeItem(at: temporary)
+            throw error
+        }
     }
 
     public required init(model: ManagedObjectModel, configurationName: String?, url: URL?, options: [String: Any]) {

@@ -56,7 +56,8 @@ public enum FetchFunction {
         default: break
         }
         guard let arity = arities[name] else {
-            throw PredicateEvaluationError(.invalidOperand, reason: "unknown function \(name)")
+            // Not built in: a method of the receiver (`FUNCTION($manager, 'x:', …)`).
+            return try callTarget(name, args)
         }
         guard args.count == arity ?? args.count else {
             throw PredicateEvaluationError(.invalidOperand, reason: "\(name) takes \(arity ?? 0) argument(s), got \(args.count)")

@@ -180,6 +180,19 @@ enum PredicateFormatter {
             out += ")"
             return
         }
+        if !FetchFunction.isBuiltIn(name), let receiver = args.first {
+            // A method call on a receiver: only the FUNCTION form parses back.
+            out += "FUNCTION("
+            write(receiver, into: &out)
+            out += ", "
+            write(.constant(.string(name)), into: &out)
+            for arg in args.dropFirst() {
+                out += ", "
+                write(arg, into: &out)
+            }
+            out += ")"
+            return
+        }
         out += name == "now" ? "now" : name
         out += "("
         for (i, arg) in args.enumerated() {

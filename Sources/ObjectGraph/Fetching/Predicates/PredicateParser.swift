@@ -470,6 +470,10 @@ struct PredicateParser {
         try expectSymbol(")", "to close FUNCTION( opened at column \(start.position + 1)")
         // `now` takes no arguments; its receiver is only there for the syntax.
         if selector == "now" || selector == "now()" { return try makeFunction("now", Array(args.dropFirst()), at: selectorToken) }
+        // A method of an object bound to a variable (`FUNCTION($manager,
+        // 'destinationInstancesForEntityMappingNamed:sourceInstances:', …)`):
+        // called through ExpressionFunctionTarget when evaluated.
+        if !FetchFunction.isBuiltIn(selector), case .variable = receiver { return .function(selector, args) }
         return try makeFunction(selector, args, at: selectorToken)
     }
 

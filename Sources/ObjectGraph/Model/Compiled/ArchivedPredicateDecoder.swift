@@ -89,6 +89,11 @@ struct ArchivedPredicateDecoder {
                 }
             }
             guard !selector.isEmpty else { throw reader.corrupt("\(context): function expression without a selector") }
+            // A method of an object (FUNCTION($manager, 'selector:', …)): the
+            // receiver is the first argument, as the predicate parser puts it.
+            if !FetchFunction.isBuiltIn(selector), let operand, case .variable = operand {
+                return .function(selector, [operand] + arguments)
+            }
             // Functions keep their full selector, as the predicate parser names them.
             return .function(selector, arguments)
         case "NSAggregateExpression":

@@ -10,6 +10,8 @@ struct XMLElementNode {
     var attributes: [String: String]
     var children: [XMLElementNode] = []
     var line: Int
+    /// The element's own text (character data outside its children).
+    var text: String = ""
 
     func children(named name: String) -> [XMLElementNode] { children.filter { $0.name == name } }
     func child(named name: String) -> XMLElementNode? { children.first { $0.name == name } }
@@ -50,6 +52,11 @@ private final class TreeBuilder: NSObject, XMLParserDelegate {
     func parser(_ parser: XMLParser, didEndElement elementName: String, namespaceURI: String?, qualifiedName qName: String?) {
         guard let done = stack.popLast() else { return }
         if stack.isEmpty { root = done } else { stack[stack.count - 1].children.append(done) }
+    }
+
+    func parser(_ parser: XMLParser, foundCharacters string: String) {
+        guard !stack.isEmpty else { return }
+        stack[stack.count - 1].text += string
     }
 
     func parser(_ parser: XMLParser, parseErrorOccurred parseError: Error) {

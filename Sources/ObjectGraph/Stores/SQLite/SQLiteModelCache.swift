@@ -19,6 +19,11 @@ extension SQLiteStore {
         try checkFileSignature(at: url, requireExisting: true)
         let connection = try openWrappingErrors(path: url.path, mode: readOnlyOpenMode(forFileAt: url), busyTimeout: 5)
         defer { connection.close() }
+        return try cachedModel(from: connection, url: url)
+    }
+
+    /// `cachedModel(forStoreAt:)` through a connection already open on the file.
+    static func cachedModel(from connection: SQLiteConnection, url: URL) throws -> ManagedObjectModel? {
         let content: Data
         do {
             let tables = try connection.query("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'Z_MODELCACHE'")

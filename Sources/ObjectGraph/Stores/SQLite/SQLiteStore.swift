@@ -309,7 +309,7 @@ public final class SQLiteStore: PersistentStore {
 
     /// Reads and checks metadata, entity numbers and schema; returns the
     /// metadata and the schema built with the file's entity numbers.
-    private func validate(_ db: SQLiteConnection, url: URL) throws -> ([String: Any], SQLiteSchema) {
+    func validate(_ db: SQLiteConnection, url: URL) throws -> ([String: Any], SQLiteSchema) {
         do {
             let fileTables = try Self.readTables(db)
             guard fileTables["Z_METADATA"] != nil, fileTables["Z_PRIMARYKEY"] != nil else {
@@ -322,6 +322,7 @@ public final class SQLiteStore: PersistentStore {
                                     userInfo: [CoreDataError.filePathErrorKey: url.path])
             }
             try checkModelCompatibility(withStoreMetadata: fileMetadata)
+            try checkCachedModel(db, metadata: fileMetadata, url: url)
             var numbers: [String: Int] = [:]
             for row in try db.query("SELECT Z_ENT, Z_NAME FROM Z_PRIMARYKEY") {
                 if let n = row[0].int64Value, let name = row[1].stringValue { numbers[name] = Int(n) }
@@ -357,6 +358,40 @@ public final class SQLiteStore: PersistentStore {
         guard configurationName == nil ? keys == names : names.isSubset(of: keys) else {
             throw incompatibleVersionHashError()
         }
+    }
+
+    /// A store Apple's Core Data wrote holds hashes ObjectGraph cannot
+    /// recompute; when it caches the model it was written with
+    /// (`Z_MODELCACHE`), that model's hashes and this store's model's,
+    /// both from ObjectGraph's hasher, must be equal, as Apple's own
+    /// comparison of its hashes would require (134100 naming the entities
+    /// otherwise). A cache that cannot be decoded decides nothing.
+    private func checkCachedModel(_ db: SQLiteConnection, metadata: [String: Any], url: URL) throws {
+        guard !boolOption(Self.ignoreVersioningOption),
+              (metadata[SQLiteMetadata.hashSchemeKey] as? Int) != SQLiteMetadata.currentHashScheme,
+              let cached = try? Self.cachedModel(from: db, url: url) else { return }
+        let differing = entities.filter { cached.entitiesByName[$0.name]?.versionHash != $0.versionHash }.map(\.name).sorted()
+        guard !differing.isEmpty else { return }
+        throw incompatibleVersionHashError(differing: differing, metadata: metadata)
+    }
+
+    // MARK: - Migration (SQLiteStore+Migration.swift)
+
+    /// In place with SQL when the mapping only changes the schema, else by
+    /// copying every object and replacing the file's contents in one
+    /// transaction; see docs/MIGRATION.md.
+    public override class func migrateStore(at url: URL, options: [String: Any], mappingModel: MappingModel, manager: MigrationManager) throws {
+        try migrateFile(at: url, options: options, mappingModel: mappingModel, manager: manager)
+    }
+
+    /// Hashes, the cached model of a store Apple wrote, and the schema.
+    public override func checkStoreCompatibility(at url: URL) throws {
+        try checkFileCompatibility(at: url)
+    }
+
+    /// Hashes, then model bundles by schema and cached model, then `Z_MODELCACHE`.
+    public override func sourceModel(forStoreAt url: URL, metadata: [String: Any], searchURLs: [URL]) throws -> ManagedObjectModel? {
+        try findSourceModel(forStoreAt: url, metadata: metadata, searchURLs: searchURLs)
     }
 
     /// Every table of the file with its columns' names and declared types.

@@ -71,9 +71,15 @@ import Testing
         #expect(try loadFailure(url, noteModel(extraAttribute: true), options: [SQLiteStore.ignoreVersioningOption: true]) == 134020)
     }
 
-    @Test func appleStoreWithAnotherVersionsModelIsIncompatibleSchema() throws {
-        // Same 23 entity names, but 2.0.1 adds ZINTEGRATION.ZTESTHIERACHYDATA.
+    /// Same 23 entity names, but another version: the model the store caches
+    /// (1.2.0) has other hashes than 2.0.1's → 134100 (CONST-PS-09, the rule
+    /// automatic migration relies on, docs/MIGRATION.md); with the cache row
+    /// deleted, the schema check finds 2.0.1's ZINTEGRATION.ZTESTHIERACHYDATA
+    /// missing → 134020.
+    @Test func appleStoreWithAnotherVersionsModelIsIncompatible() throws {
         let url = try SQLiteFixtures.copy("XCServerCoreData_1.2.0.sqlite")
+        #expect(try loadFailure(url, try SQLiteFixtures.model(for: "XCServerCoreData_2.0.1.sqlite")) == 134100)
+        _ = try RawSQLite.query(url.path, "DELETE FROM Z_MODELCACHE", readWrite: true)
         #expect(try loadFailure(url, try SQLiteFixtures.model(for: "XCServerCoreData_2.0.1.sqlite")) == 134020)
     }
 
