@@ -29,6 +29,10 @@ public final class SyncGroup {
         let store: PersistentStore
         let access: GraphAccess
         var paused = false
+        /// The store history position up to which, after the cursor, only
+        /// the engine's own transactions were found (in memory: a push then
+        /// looks for application changes only after it).
+        var checkedThrough: Int64 = 0
         var lastError: String?
         var failed = false
         var name: String { configuration.name }
@@ -113,6 +117,7 @@ public final class SyncGroup {
         var moved = false
         for member in members where !member.paused { moved = attempt(member) { try pull(member) } || moved }
         for member in members where !member.paused { moved = attempt(member) { try push(member) } || moved }
+        try commitPushBookkeeping()
         return moved
     }
 
@@ -153,6 +158,7 @@ public final class SyncGroup {
         guard !changed.paused else { return }
         _ = attempt(changed) { try pull(changed) }
         for member in members where !member.paused { _ = attempt(member) { try push(member) } }
+        try commitPushBookkeeping()
     }
 
     public func pause(_ name: String) throws { try member(name).paused = true }
@@ -160,37 +166,121 @@ public final class SyncGroup {
 
     // MARK: - Pull
 
-    /// Applies the store's history after its cursor to the hub, one hub
-    /// transaction per store transaction (cursor included).
+    /// Row changes per chunk: a pull commits the store transactions it reads
+    /// in hub transactions of about this many changes, and a push writes the
+    /// hub's changes in saves of about this many, so what the engine holds
+    /// at once is bounded by it (and by the largest single store transaction).
+    var chunkChanges = 2_000
+
+    /// What the engine did, for tests that check how it worked, not only
+    /// the result (counted since the group was opened).
+    struct Statistics {
+        var hubCommits = 0
+        /// The most objects one pull's hub transaction carried.
+        var largestPullBatch = 0
+        /// The most objects one save of a push wrote.
+        var largestPushSave = 0
+    }
+    var statistics = Statistics()
+
+    /// Applies the store's history after its cursor to the hub: the store
+    /// transactions are read in chunks and each chunk is committed in one hub
+    /// transaction together with the cursor that says what it covers.
     @discardableResult
     func pull(_ member: Member) throws -> Bool {
         guard var cursor = try hub.cursor(for: member.name) else {
             try bootstrap(member)
             return true
         }
-        let transactions = try member.coordinator.execute(.fetchHistory(after: member.token(cursor.pulledThrough))).transactions
-        guard !transactions.isEmpty else { return false }
-        let marks = try pushMarks(member)
-        let hubLog = try hub.changes(after: cursor.base)
-        let held = Set(try hub.conflicts(store: member.name, includingResolved: false).map(\.globalIdentifier))
         var moved = false
-        for transaction in transactions {
-            // The base moves with each push the store received (no echo: pushes are not applied back).
-            for mark in marks where mark.storePosition < transaction.token.position { cursor.base = max(cursor.base, mark.hubPosition) }
-            var batch = HubBatch(origin: member.name)
-            if transaction.author == Self.author {
-                if let position = transaction.contextName.flatMap(Self.pushedPosition) { cursor.base = max(cursor.base, position) }
-            } else {
-                let base = cursor.base
-                let log = hubLog.filter { $0.position > base && $0.origin != member.name }
-                for change in transaction.changes where !held.contains(change.globalIdentifier) {
-                    try settle(change, from: member, base: base, hubLog: log, into: &batch)
-                }
+        var marks: [(storePosition: Int64, hubPosition: Int64)]?
+        var held: Set<UUID>?
+        // The hub's changes since the store's base that did not come from it,
+        // by object: read once per pull (the hub only changes by this pull
+        // meanwhile, and those changes are the store's own).
+        var hubLog: [UUID: [HubChange]]?
+        defer { member.context.performAndWait { member.access.reset() } }
+        while true {
+            let scan = PersistentHistoryChangeRequest.fetchHistory(after: member.token(cursor.pulledThrough))
+            scan.resultType = .transactionsOnly
+            scan.changeLimit = chunkChanges
+            let transactions = try member.coordinator.execute(scan).transactions
+            guard !transactions.isEmpty else { break }
+            if marks == nil { marks = try pushMarks(member) }
+            if held == nil { held = Set(try hub.conflicts(store: member.name, includingResolved: false).map(\.globalIdentifier)) }
+            // The application transactions of the chunk, read whole (the engine's own pushes only move the base).
+            var decoded: [Int64: PersistentHistoryTransaction] = [:]
+            var runStart = cursor.pulledThrough, runLength = 0, previous = cursor.pulledThrough
+            func readRun() throws {
+                guard runLength > 0 else { return }
+                let request = PersistentHistoryChangeRequest.fetchHistory(after: member.token(runStart))
+                request.fetchLimit = runLength
+                for transaction in try member.coordinator.execute(request).transactions { decoded[transaction.token.position] = transaction }
+                runLength = 0
             }
-            cursor.pulledThrough = transaction.token.position
-            batch.cursor = cursor
-            try hub.commit(batch)
-            moved = true
+            for transaction in transactions {
+                if transaction.author == Self.author {
+                    try readRun()
+                } else {
+                    if runLength == 0 { runStart = previous }
+                    runLength += 1
+                }
+                previous = transaction.token.position
+            }
+            try readRun()
+
+            var batch = HubBatch(origin: member.name)
+            var touched = Set<UUID>()
+            var covered = cursor
+            func commit() throws {
+                batch.cursor = covered
+                try hub.commit(batch)
+                statistics.hubCommits += 1
+                statistics.largestPullBatch = max(statistics.largestPullBatch, batch.inserts.count + batch.updates.count + batch.deletes.count)
+                cursor = covered
+                moved = true
+                batch = HubBatch(origin: member.name)
+                touched = []
+            }
+            for transaction in transactions {
+                // The base moves with each push the store received (no echo: pushes are not applied back).
+                for mark in marks! where mark.storePosition < transaction.token.position { covered.base = max(covered.base, mark.hubPosition) }
+                if transaction.author == Self.author {
+                    if let position = transaction.contextName.flatMap(Self.pushedPosition) { covered.base = max(covered.base, position) }
+                } else {
+                    guard let full = decoded[transaction.token.position] else {
+                        throw CoreDataError(.persistentStoreOperation, "the history of store \(member.name) changed while it was read (transaction at \(transaction.token.position))")
+                    }
+                    let changes = full.changes.filter { !held!.contains($0.globalIdentifier) }
+                    let gids = changes.map(\.globalIdentifier)
+                    // Transactions of one hub batch must touch different objects:
+                    // each is then settled against the hub as it was before the
+                    // batch, exactly as if it had been committed alone.
+                    if gids.contains(where: touched.contains) { try commit() }
+                    let base = covered.base
+                    if hubLog == nil {
+                        var log: [UUID: [HubChange]] = [:]
+                        var from = base
+                        while true {
+                            let page = try hub.changes(after: from, excludingOrigin: member.name, changeLimit: chunkChanges)
+                            for change in page.changes { log[change.globalIdentifier, default: []].append(change) }
+                            if page.through == from { break }
+                            from = page.through
+                        }
+                        hubLog = log
+                    }
+                    let states = try hub.states(of: gids)
+                    for change in changes {
+                        let log = (hubLog![change.globalIdentifier] ?? []).filter { $0.position > base && $0.origin != member.name }
+                        try settle(change, from: member, base: base, hubState: states[change.globalIdentifier], hubChanges: log, into: &batch)
+                    }
+                    touched.formUnion(gids)
+                    // A conflict holds the object: the store's later changes to it wait for the resolution.
+                    for conflict in batch.newConflicts { held!.insert(conflict.globalIdentifier) }
+                }
+                covered.pulledThrough = transaction.token.position
+            }
+            try commit()
         }
         return moved
     }
@@ -201,12 +291,10 @@ public final class SyncGroup {
     }
 
     /// Decides one store change against the hub (the policy table in docs/SYNC.md).
-    private func settle(_ change: PersistentHistoryChange, from member: Member, base: Int64, hubLog: [HubChange],
-                        into batch: inout HubBatch) throws {
+    private func settle(_ change: PersistentHistoryChange, from member: Member, base: Int64, hubState: ObjectState?,
+                        hubChanges: [HubChange], into batch: inout HubBatch) throws {
         let gid = change.globalIdentifier
         let policy = member.configuration.policy
-        let hubState = try hub.state(of: gid)
-        let hubChanges = hubLog.filter { $0.globalIdentifier == gid }
         var hubChanged: [String: Any?] = [:]
         for entry in hubChanges.reversed() { for (name, old) in entry.changedProperties { hubChanged[name] = old } }
         let storeChanged = Set(change.values.keys.filter { name in
@@ -306,10 +394,14 @@ public final class SyncGroup {
         try member.context.performAndWait {
             defer { member.access.reset() }
             for entity in configuration.model.entities where entity.superentity == nil {
-                for object in try member.context.fetch(FetchRequest(entityName: entity.name)) {
-                    guard let gid = try member.access.globalIdentifier(of: object) else { continue }
-                    let state = try member.access.state(of: object)
-                    if let existing = try hub.state(of: gid) {
+                let objects = try member.context.fetch(FetchRequest(entityName: entity.name))
+                let gids = try member.coordinator.globalIdentifiers(for: objects.map(\.objectID))
+                let present = objects.filter { gids[$0.objectID] != nil }
+                let states = try member.access.states(of: present)
+                let existingStates = try hub.states(of: present.compactMap { gids[$0.objectID] })
+                for (object, state) in zip(present, states) {
+                    let gid = gids[object.objectID]!
+                    if let existing = existingStates[gid] {
                         let differing = state.values.filter { !ObjectState.same($0.value, existing.values[$0.key]) }
                         guard !differing.isEmpty else { continue }
                         switch member.configuration.policy {
@@ -328,92 +420,209 @@ public final class SyncGroup {
 
     // MARK: - Push
 
+    /// What a round's pushes leave for the hub: the positions they took the
+    /// stores to and the pending objects they wrote. Committed in one hub
+    /// transaction after the round's pushes (`commitPushBookkeeping`); the
+    /// store's own metadata is what counts, so losing it in a crash only
+    /// means pending objects are written again.
+    private var pushBookkeeping: [String: (pushedThrough: Int64, fullPushDone: Bool, pendingWritten: Set<UUID>)] = [:]
+
     /// Writes into the store every hub change it has not seen (except its
     /// own pulled changes) and every object pending for it, in one store
-    /// transaction that also records the hub position applied.
+    /// transaction that also records the hub position applied. The objects
+    /// are written in saves of about `chunkChanges` hub changes, all inside
+    /// that one transaction, so memory stays bounded and a crash still
+    /// leaves all or nothing.
     @discardableResult
     func push(_ member: Member) throws -> Bool {
-        guard var cursor = try hub.cursor(for: member.name) else { return false }
-        // A store change not pulled yet is settled at the hub first; its result comes back next round.
-        let unpulled = try member.coordinator.execute(.fetchHistory(after: member.token(cursor.pulledThrough))).transactions
-        if unpulled.contains(where: { $0.author != Self.author }) { return false }
-
+        guard let cursor = try hub.cursor(for: member.name) else { return false }
         let hubPosition = try hub.currentPosition()
         let pushedKey = Self.metadataKey(configuration.name, "pushedThrough")
         let pushed = (member.store.metadata[pushedKey] as? Int).map(Int64.init) ?? (member.store.metadata[pushedKey] as? Int64) ?? 0
         let pending = try hub.pending(for: member.name)
-        var objects = Set<UUID>()
-        if cursor.needsFullPush {
-            objects = Set(try hub.allObjects())
-        } else {
-            guard hubPosition > pushed || !pending.isEmpty else { return false }
+        var full = cursor.needsFullPush
+        if !full && pending.isEmpty {
+            guard hubPosition > pushed else { return false }
+            // Anything for this store? Its own pulls are skipped unread.
+            var from = pushed, found = false
             do {
-                for change in try hub.changes(after: pushed) where change.origin != member.name { objects.insert(change.globalIdentifier) }
-            } catch let error as CoreDataError where error.code == .persistentHistoryTokenExpired {
-                objects = Set(try hub.allObjects())
-            }
-        }
-        objects.formUnion(pending)
-        // An object in conflict keeps the store's version until resolved.
-        objects.subtract(try hub.conflicts(store: member.name, includingResolved: false).map(\.globalIdentifier))
-        // Only the hub's bookkeeping moved (cursors of other stores): nothing to write.
-        if objects.isEmpty && !cursor.needsFullPush {
-            // A store only written by its application receives nothing, so its
-            // received position would never move and every pull and push would
-            // read the hub's history from there again. Now and then record
-            // that it has seen everything up to here (metadata only: no row
-            // changes, so no file event loop; a mark keeps its base exact).
-            if hubPosition - pushed >= Self.idleAdvanceStep {
-                let before = try member.coordinator.currentPersistentHistoryToken(fromStores: [member.store])?.position ?? 0
-                member.store.metadata[pushedKey] = Int(hubPosition)
-                try recordPushMark(member, storePosition: before, hubPosition: hubPosition)
-            }
-            return false
-        }
-
-        let before = try member.coordinator.currentPersistentHistoryToken(fromStores: [member.store])?.position ?? 0
-        var wroteRows = false
-        try member.context.performAndWait {
-            defer { member.access.reset() }
-            member.context.name = "push:\(hubPosition)"
-            var states: [(UUID, ObjectState)] = []
-            // In identifier-text order; each text made once, not per comparison.
-            for gid in objects.map({ ($0.uuidString, $0) }).sorted(by: { $0.0 < $1.0 }).map(\.1) {
-                if let state = try hub.state(of: gid) {
-                    states.append((gid, state))
-                } else if let object = try member.access.object(gid) {
-                    member.context.delete(object)
+                while !found {
+                    let page = try hub.changes(after: from, excludingOrigin: member.name, changeLimit: chunkChanges)
+                    found = !page.changes.isEmpty
+                    if page.through == from { break }
+                    from = page.through
                 }
+            } catch let error as CoreDataError where error.code == .persistentHistoryTokenExpired {
+                full = true
+                found = true
             }
-            for (gid, state) in states where try member.access.object(gid) == nil { _ = try member.access.insert(state.entityName, gid: gid) }
-            for (gid, state) in states { if let object = try member.access.object(gid) { try member.access.apply(state.values, to: object) } }
-            member.store.metadata[pushedKey] = Int(hubPosition)
-            var saved: ContextChangeSet?
-            let observer = NotificationCenter.default.addObserver(forName: ManagedObjectContext.didSaveNotification, object: member.context, queue: nil) {
-                saved = $0.userInfo?[ManagedObjectContext.changeSetKey] as? ContextChangeSet
-            }
-            defer { NotificationCenter.default.removeObserver(observer) }
-            do {
-                try member.context.save()
-            } catch {
-                member.context.rollback()
-                member.store.metadata[pushedKey] = Int(pushed)
-                throw error
-            }
-            wroteRows = saved?.historyTokens[member.store.identifier] != nil
-            if !wroteRows {
-                // Nothing changed in the store, so no push transaction marks the
-                // base in its history: keep a mark in its metadata instead.
-                try recordPushMark(member, storePosition: before, hubPosition: hubPosition)
+            if !found {
+                // Only the store's own changes and the hub's bookkeeping moved.
+                // A store only written by its application receives nothing, so its
+                // received position would never move and every pull and push would
+                // read the hub's history from there again. Now and then record
+                // that it has seen everything up to here (metadata only: no row
+                // changes, so no file event loop; a mark keeps its base exact).
+                if hubPosition - pushed >= Self.idleAdvanceStep {
+                    let before = try member.coordinator.currentPersistentHistoryToken(fromStores: [member.store])?.position ?? 0
+                    member.store.metadata[pushedKey] = Int(hubPosition)
+                    do {
+                        try recordPushMark(member, storePosition: before, hubPosition: hubPosition)
+                    } catch {
+                        member.store.metadata[pushedKey] = Int(pushed)
+                        throw error
+                    }
+                    notePush(member, hubPosition: hubPosition, fullPushDone: false, pendingWritten: [])
+                }
+                return false
             }
         }
+        guard let store = member.store as? SQLiteStore else {
+            throw CoreDataError(.persistentStoreOperation, "store \(member.name) of sync group \(configuration.name) is not a SQLite store")
+        }
+        let held = Set(try hub.conflicts(store: member.name, includingResolved: false).map(\.globalIdentifier))
+        var wroteObjects = false
+        var skipped = false
+        var reached: Int64 = 0
+        // Positions only grow in one file; a lower one means another file now.
+        if try (member.coordinator.currentPersistentHistoryToken(fromStores: [member.store])?.position ?? 0) < member.checkedThrough {
+            member.checkedThrough = 0
+        }
+        do {
+            try store.performInTransaction {
+                // Inside the store's write lock: no application can commit until the
+                // push does, so a change not pulled yet is seen here or not at all.
+                // Such a change is settled at the hub first; its result comes next round.
+                let unpulled = PersistentHistoryChangeRequest.fetchHistory(after: member.token(max(cursor.pulledThrough, member.checkedThrough)))
+                unpulled.resultType = .transactionsOnly
+                unpulled.transactionPredicate = try FetchPredicate(format: "author == nil OR author != %@", argumentArray: [Self.author])
+                unpulled.fetchLimit = 1
+                if !(try member.coordinator.execute(unpulled).transactions.isEmpty) {
+                    skipped = true
+                    return
+                }
+                let before = try member.coordinator.currentPersistentHistoryToken(fromStores: [member.store])?.position ?? 0
+                // Objects whose destination or member was not in the store yet
+                // (it comes in a later save): written again at the end.
+                var again: [UUID] = []
+                func write(_ gids: [UUID]) throws {
+                    let objects = Array(Set(gids).subtracting(held))
+                    guard !objects.isEmpty else { return }
+                    wroteObjects = true
+                    statistics.largestPushSave = max(statistics.largestPushSave, objects.count)
+                    let states = try hub.states(of: objects)
+                    try member.context.performAndWait {
+                        defer { member.access.reset() }
+                        member.context.name = "push:\(hubPosition)"
+                        try member.access.load(objects + states.values.flatMap { EmbeddedHub.references($0.values) })
+                        // In identifier-text order; each text made once, not per comparison.
+                        let ordered = objects.map { ($0.uuidString, $0) }.sorted { $0.0 < $1.0 }.map(\.1)
+                        for gid in ordered where states[gid] == nil {
+                            if let object = try member.access.object(gid) { member.context.delete(object) }
+                        }
+                        for gid in ordered {
+                            guard let state = states[gid] else { continue }
+                            if try member.access.object(gid) == nil { _ = try member.access.insert(state.entityName, gid: gid) }
+                        }
+                        for gid in ordered {
+                            guard let state = states[gid], let object = try member.access.object(gid) else { continue }
+                            member.access.clearMissedReference()
+                            try member.access.apply(state.values, to: object)
+                            if member.access.missedReference { again.append(gid) }
+                        }
+                        try member.context.save()
+                    }
+                }
+                if !full {
+                    var from = pushed
+                    var first = true
+                    do {
+                        while true {
+                            let page = try hub.changes(after: from, excludingOrigin: member.name, changeLimit: chunkChanges)
+                            try write(page.changes.map(\.globalIdentifier) + (first ? Array(pending) : []))
+                            first = false
+                            if page.through == from || page.through >= hubPosition { break }
+                            from = page.through
+                        }
+                    } catch let error as CoreDataError where error.code == .persistentHistoryTokenExpired && first {
+                        full = true
+                    }
+                }
+                if full {
+                    // The store's first push, or its position was purged: the whole hub.
+                    let all = try hub.allObjects() + pending
+                    var start = 0
+                    repeat {
+                        try write(Array(all[start..<min(start + chunkChanges, all.count)]))
+                        start += chunkChanges
+                    } while start < all.count
+                }
+                if !again.isEmpty {
+                    let missed = again
+                    again = []
+                    var start = 0
+                    while start < missed.count {
+                        try write(Array(missed[start..<min(start + chunkChanges, missed.count)]))
+                        start += chunkChanges
+                    }
+                }
+                let after = try member.coordinator.currentPersistentHistoryToken(fromStores: [member.store])?.position ?? 0
+                member.store.metadata[pushedKey] = Int(hubPosition)
+                if after == before {
+                    // Nothing changed in the store, so no push transaction marks the
+                    // base in its history: keep a mark in its metadata instead.
+                    try recordPushMark(member, storePosition: before, hubPosition: hubPosition)
+                } else {
+                    try store.save(StoreSaveRequest())
+                }
+                reached = after
+            }
+        } catch {
+            member.store.metadata[pushedKey] = Int(pushed)
+            member.context.performAndWait { member.access.reset() }
+            throw error
+        }
+        if skipped { return false }
+        // Committed: up to here the store's history holds nothing the pull has
+        // not seen but this push (a rolled-back write would have left these
+        // positions free for an application's next commit).
+        member.checkedThrough = reached
+        notePush(member, hubPosition: hubPosition, fullPushDone: full || cursor.needsFullPush, pendingWritten: pending)
+        return wroteObjects
+    }
+
+    private func notePush(_ member: Member, hubPosition: Int64, fullPushDone: Bool, pendingWritten: Set<UUID>) {
+        var entry = pushBookkeeping[member.name] ?? (hubPosition, false, [])
+        entry.pushedThrough = max(entry.pushedThrough, hubPosition)
+        entry.fullPushDone = entry.fullPushDone || fullPushDone
+        entry.pendingWritten.formUnion(pendingWritten)
+        pushBookkeeping[member.name] = entry
+    }
+
+    /// Commits what the round's pushes leave for the hub in one hub
+    /// transaction: pending objects written, first pushes done, and the
+    /// hub's copy of each store's received position. The copy alone (the
+    /// store's metadata is authoritative; purging only needs it not ahead)
+    /// is written only once it lags by `idleAdvanceStep`, so a round that
+    /// carries one small change costs no hub commit for it.
+    func commitPushBookkeeping() throws {
+        guard !pushBookkeeping.isEmpty else { return }
+        let entries = pushBookkeeping
+        pushBookkeeping = [:]
         var batch = HubBatch(origin: nil)
-        cursor.pushedThrough = hubPosition
-        cursor.needsFullPush = false
-        batch.cursor = cursor
-        batch.pendingRemoved = pending.map { (member.name, $0) }
+        for (name, entry) in entries.sorted(by: { $0.key < $1.key }) {
+            guard var cursor = try hub.cursor(for: name) else { continue }
+            let needed = entry.fullPushDone && cursor.needsFullPush || !entry.pendingWritten.isEmpty
+                || entry.pushedThrough - cursor.pushedThrough >= Self.idleAdvanceStep
+            guard needed else { continue }
+            cursor.pushedThrough = max(cursor.pushedThrough, entry.pushedThrough)
+            if entry.fullPushDone { cursor.needsFullPush = false }
+            batch.cursors.append(cursor)
+            batch.pendingRemoved += entry.pendingWritten.map { (name, $0) }
+        }
+        guard !batch.isEmpty else { return }
         try hub.commit(batch)
-        return wroteRows || !objects.isEmpty
+        statistics.hubCommits += 1
     }
 
     /// How far the hub may move past a store that receives nothing before its

@@ -35,6 +35,31 @@ public final class PersistentHistoryChangeRequest: @unchecked Sendable {
     /// For a delete through a token: only changes committed before this
     /// date go (a retention floor); nil: everything through the token.
     public var committedBefore: Date?
+    /// For a fetch: at most this many transactions, the oldest first (0: no
+    /// limit), as a Core Data history fetch request's `fetchLimit`. A reader
+    /// pages through history with it, fetching after the last token it got,
+    /// so what it holds stays bounded however much is pending.
+    ///
+    /// ```swift
+    /// let page = PersistentHistoryChangeRequest.fetchHistory(after: token)
+    /// page.fetchLimit = 100
+    /// let transactions = try context.execute(page).transactions
+    /// token = transactions.last?.token ?? token
+    /// ```
+    public var fetchLimit = 0
+    /// For a fetch: reading stops at the end of the first transaction that
+    /// brings the recorded row changes read to this many (0: no limit).
+    /// Transactions are never cut, so a transaction larger than the limit
+    /// comes whole (and alone, when it is the first). With `fetchLimit`,
+    /// whichever limit is reached first ends the page. Rows of transactions
+    /// the filters reject count too: the limit bounds the work of one call.
+    public var changeLimit = 0
+    /// For a fetch: whether transactions come with their changes (Core
+    /// Data's `NSPersistentHistoryResultType`). `.transactionsOnly` returns
+    /// each transaction's token, number, timestamp, author and context name
+    /// with no changes, without decoding a single value: what a reader needs
+    /// to decide which transactions to read in full.
+    public var resultType: PersistentHistoryResultType = .transactionsAndChanges
 
     public init(_ operation: Operation) { self.operation = operation }
 
@@ -53,6 +78,15 @@ public final class PersistentHistoryChangeRequest: @unchecked Sendable {
         }
         return true
     }
+}
+
+/// What a history fetch returns per transaction (Core Data's
+/// `NSPersistentHistoryResultType`, the two kinds this implementation has).
+public enum PersistentHistoryResultType: Sendable {
+    /// Transactions with their changes.
+    case transactionsAndChanges
+    /// Transactions with `changes` empty: tokens, authors and context names only.
+    case transactionsOnly
 }
 
 /// What a history request returns (Core Data's `NSPersistentHistoryResult`).

@@ -69,9 +69,24 @@ public final class EmbeddedHub: SyncHub {
     }
 
     public func state(of object: UUID) throws -> ObjectState? {
-        try context.performAndWait {
-            guard let found = try access.object(object), !Self.bookkeeping.contains(found.entity.name) else { return nil }
-            return try access.state(of: found)
+        try states(of: [object])[object]
+    }
+
+    public func states(of objects: [UUID]) throws -> [UUID: ObjectState] {
+        guard !objects.isEmpty else { return [:] }
+        return try context.performAndWait {
+            // Read, then forgotten: what the hub context holds stays bounded by a batch.
+            defer { access.reset() }
+            try access.load(objects)
+            var found: [(UUID, ManagedObject)] = []
+            for gid in objects {
+                if let object = try access.object(gid), !Self.bookkeeping.contains(object.entity.name) { found.append((gid, object)) }
+            }
+            let states = try access.states(of: found.map(\.1))
+            var out: [UUID: ObjectState] = [:]
+            out.reserveCapacity(found.count)
+            for (i, entry) in found.enumerated() { out[entry.0] = states[i] }
+            return out
         }
     }
 
@@ -87,8 +102,54 @@ public final class EmbeddedHub: SyncHub {
     }
 
     public func changes(after position: Int64) throws -> [HubChange] {
-        let token = PersistentHistoryToken(storeIdentifier: store.identifier, position: position)
-        let transactions = try coordinator.execute(.fetchHistory(after: token)).transactions
+        var out: [HubChange] = []
+        var from = position
+        while true {
+            let page = try changes(after: from, excludingOrigin: nil, changeLimit: 10_000)
+            out += page.changes
+            if page.through == from { return out }
+            from = page.through
+        }
+    }
+
+    public func changes(after position: Int64, excludingOrigin: String?, changeLimit: Int) throws -> (changes: [HubChange], through: Int64) {
+        // First the transactions alone (no value decoded): their context
+        // names say their origin, so a store's own pulls are skipped unread.
+        let scan = PersistentHistoryChangeRequest.fetchHistory(after: token(position))
+        scan.resultType = .transactionsOnly
+        scan.changeLimit = changeLimit
+        let transactions = try coordinator.execute(scan).transactions
+        guard let last = transactions.last else { return ([], position) }
+        var out: [HubChange] = []
+        var runStart = position
+        var runLength = 0
+        func readRun() throws {
+            guard runLength > 0 else { return }
+            let request = PersistentHistoryChangeRequest.fetchHistory(after: token(runStart))
+            request.fetchLimit = runLength
+            out += Self.hubChanges(try coordinator.execute(request).transactions)
+            runLength = 0
+        }
+        var previous = position
+        for transaction in transactions {
+            let origin = transaction.contextName.flatMap(Self.origin(ofContextName:))
+            if let excludingOrigin, origin == excludingOrigin {
+                try readRun()
+            } else {
+                if runLength == 0 { runStart = previous }
+                runLength += 1
+            }
+            previous = transaction.token.position
+        }
+        try readRun()
+        return (out, last.token.position)
+    }
+
+    private func token(_ position: Int64) -> PersistentHistoryToken {
+        PersistentHistoryToken(storeIdentifier: store.identifier, position: position)
+    }
+
+    private static func hubChanges(_ transactions: [PersistentHistoryTransaction]) -> [HubChange] {
         var out: [HubChange] = []
         for transaction in transactions {
             let origin = transaction.contextName.flatMap(Self.origin(ofContextName:))
@@ -174,13 +235,16 @@ public final class EmbeddedHub: SyncHub {
             defer { access.reset() }
             context.name = batch.origin.map { "pull:\($0)" } ?? "hub"
             do {
+                var referenced = batch.inserts.map(\.0) + batch.updates.map(\.0) + batch.deletes
+                for values in batch.inserts.map(\.1.values) + batch.updates.map(\.1) { referenced += Self.references(values) }
+                try access.load(referenced)
                 for (gid, state) in batch.inserts where try access.object(gid) == nil {
                     _ = try access.insert(state.entityName, gid: gid)
                 }
                 for (gid, state) in batch.inserts { if let object = try access.object(gid) { try access.apply(state.values, to: object) } }
                 for (gid, values) in batch.updates { if let object = try access.object(gid) { try access.apply(values, to: object) } }
                 for gid in batch.deletes { if let object = try access.object(gid) { context.delete(object) } }
-                if let cursor = batch.cursor {
+                for cursor in batch.cursors {
                     let row = try cursorObject(cursor.store) ?? context.insertNewObject(forEntityName: Self.cursorEntity)
                     try row.setValue(cursor.store, forKey: "store")
                     try row.setValue(cursor.pulledThrough, forKey: "pulledThrough")
@@ -224,6 +288,20 @@ public final class EmbeddedHub: SyncHub {
             }
             return try currentPosition()
         }
+    }
+
+    /// The objects values name as destinations or members.
+    static func references(_ values: [String: SyncValue]) -> [UUID] {
+        var out: [UUID] = []
+        for value in values.values {
+            switch value {
+            case .attribute: continue
+            case .toOne(let gid): if let gid { out.append(gid) }
+            case .members(let gids): out += gids
+            case .memberChange(let added, let removed, _): out += added + removed
+            }
+        }
+        return out
     }
 
     private func pendingRows(_ storeName: String, _ gid: UUID) throws -> [ManagedObject] {

@@ -247,6 +247,45 @@ extension SQLiteStore {
         return ManagedObjectID(entity: mapping.entity, storeIdentifier: identifier, primaryKey: pk)
     }
 
+    /// The IDs of the live objects this store holds under `globalIdentifiers`
+    /// (those it has): a query per few hundred identifiers, not per object.
+    func historyObjectIDs(forGlobalIdentifiers globalIdentifiers: [UUID]) throws -> [UUID: ManagedObjectID] {
+        lock.lock(); defer { lock.unlock() }
+        guard let history, !globalIdentifiers.isEmpty else { return [:] }
+        let (db, schema) = try openConnection()
+        var byText: [String: UUID] = [:]
+        byText.reserveCapacity(globalIdentifiers.count)
+        for gid in globalIdentifiers { byText[gid.uuidString] = gid }
+        let texts = Array(byText.keys)
+        var out: [UUID: ManagedObjectID] = [:]
+        out.reserveCapacity(texts.count)
+        let chunk = 500
+        var start = 0
+        while start < texts.count {
+            let part = texts[start..<min(start + chunk, texts.count)]
+            start += chunk
+            var keys: [Int: [(pk: Int64, gid: UUID)]] = [:]
+            let marks = Array(repeating: "?", count: part.count).joined(separator: ", ")
+            try db.prepare("SELECT GID, TBL, PK FROM OGH_GLOBALID WHERE DEAD = 0 AND GID IN (\(marks))").forEachRow(part.map(SQLiteValue.text)) { row in
+                guard let text = row.column(0).stringValue, let gid = byText[text],
+                      let table = row.column(1).int64Value, let pk = row.column(2).int64Value else { return }
+                keys[Int(table), default: []].append((pk, gid))
+            }
+            // Each row's own entity (a sub-entity shares its root's table).
+            for (number, rows) in keys {
+                guard let table = history.tables.first(where: { $0.number == number }) else { continue }
+                let gidByKey = Dictionary(rows.map { ($0.pk, $0.gid) }, uniquingKeysWith: { a, _ in a })
+                let keyMarks = Array(repeating: "?", count: rows.count).joined(separator: ", ")
+                try db.prepare("SELECT Z_PK, Z_ENT FROM \(table.name) WHERE Z_PK IN (\(keyMarks))").forEachRow(rows.map { .integer($0.pk) }) { row in
+                    guard let pk = row.column(0).int64Value, let ent = row.column(1).int64Value, let gid = gidByKey[pk],
+                          let mapping = schema.entity(numbered: Int(ent)) else { return }
+                    out[gid] = ManagedObjectID(entity: mapping.entity, storeIdentifier: identifier, primaryKey: pk)
+                }
+            }
+        }
+        return out
+    }
+
     // MARK: - Reading history
 
     /// The position of the newest recorded change (nil without history).
@@ -355,36 +394,56 @@ extension SQLiteStore {
     private func readHistory(_ db: SQLiteConnection, schema: SQLiteSchema, history: SQLiteHistorySchema,
                              where condition: String, _ values: [SQLiteValue], request: PersistentHistoryChangeRequest) throws -> [PersistentHistoryTransaction] {
         let decoder = SQLiteHistoryDecoder(store: self, schema: schema, history: history, db: db)
+        let withChanges = request.resultType == .transactionsAndChanges
+        // Without changes only the grouping columns are read: no value is decoded.
+        let columns = withChanges ? ", c.KIND, c.ENT, c.PK, c.GID, c.MASK, " + history.valueColumns.map { "c.\($0)" }.joined(separator: ", ") : ""
         let sql = """
-            SELECT c.ID, c.TX, coalesce(t.TIMESTAMP, c.TIMESTAMP), t.AUTHOR, t.CONTEXTNAME, c.KIND, c.ENT, c.PK, c.GID, c.MASK, \
-            \(history.valueColumns.map { "c.\($0)" }.joined(separator: ", ")) \
+            SELECT c.ID, c.TX, coalesce(t.TIMESTAMP, c.TIMESTAMP), t.AUTHOR, t.CONTEXTNAME\(columns) \
             FROM OGH_CHANGE c LEFT JOIN OGH_TRANSACTION t ON t.TX = c.TX WHERE \(condition) ORDER BY c.ID
             """
         var transactions: [PersistentHistoryTransaction] = []
         var currentTX: Int64?? = .none   // .none: no transaction open yet
-        var open: (timestamp: Date, author: String?, contextName: String?, last: Int64)?
+        var open: (timestamp: Date, author: String?, contextName: String?, last: Int64, accepted: Bool)?
+        /// Thrown out of the row loop once `fetchLimit` transactions are complete.
+        struct Enough: Error {}
         func close() throws {
             guard let open, let tx = currentTX else { return }
+            guard open.accepted else { return }
             var transaction = PersistentHistoryTransaction(token: PersistentHistoryToken(storeIdentifier: identifier, position: open.last),
                                                            transactionNumber: tx, timestamp: open.timestamp, author: open.author,
-                                                           contextName: open.contextName, changes: decoder.finishTransaction())
-            if let names = request.entityNames {
+                                                           contextName: open.contextName, changes: withChanges ? decoder.finishTransaction() : [])
+            if let names = request.entityNames, withChanges {
                 transaction.changes = transaction.changes.filter { names.contains($0.entity.name) }
                 if transaction.changes.isEmpty { return }
             }
-            if try request.accepts(transaction) { transactions.append(transaction) }
+            transactions.append(transaction)
         }
+        var rowsRead = 0
         let statement = try db.prepareUncached(sql)
-        try statement.forEachRow(values) { row in
-            let id = row.column(0).int64Value ?? 0
-            let tx = row.column(1).int64Value
-            if currentTX == nil || currentTX! != tx {
-                try close()
-                currentTX = .some(tx)
-                open = (Date(timeIntervalSinceReferenceDate: row.column(2).doubleValue ?? 0), row.column(3).stringValue, row.column(4).stringValue, id)
+        do {
+            try statement.forEachRow(values) { row in
+                let id = row.column(0).int64Value ?? 0
+                let tx = row.column(1).int64Value
+                if currentTX == nil || currentTX! != tx {
+                    try close()
+                    if request.fetchLimit > 0 && transactions.count >= request.fetchLimit { throw Enough() }
+                    if request.changeLimit > 0 && rowsRead >= request.changeLimit { throw Enough() }
+                    currentTX = .some(tx)
+                    let opened = (timestamp: Date(timeIntervalSinceReferenceDate: row.column(2).doubleValue ?? 0), author: row.column(3).stringValue,
+                                  contextName: row.column(4).stringValue)
+                    // The author and predicate filters only need the transaction's
+                    // own fields: a transaction they reject is never decoded.
+                    let probe = PersistentHistoryTransaction(token: PersistentHistoryToken(storeIdentifier: identifier, position: id),
+                                                             transactionNumber: tx, timestamp: opened.timestamp, author: opened.author,
+                                                             contextName: opened.contextName, changes: [])
+                    open = (opened.timestamp, opened.author, opened.contextName, id, try request.accepts(probe))
+                }
+                open?.last = id
+                rowsRead += 1
+                if withChanges && open?.accepted == true { try decoder.add(row: row, id: id) }
             }
-            open?.last = id
-            try decoder.add(row: row, id: id)
+        } catch is Enough {
+            return transactions
         }
         try close()
         return transactions
