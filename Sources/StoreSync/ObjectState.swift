@@ -34,6 +34,26 @@ public struct ObjectState: @unchecked Sendable {
         }
     }
 
+    /// Whether two attribute values are the same stored value: the common
+    /// scalar types compared directly, anything else as canonical text.
+    static func sameAttribute(_ a: Any?, _ b: Any?) -> Bool {
+        switch (a, b) {
+        case (nil, nil): return true
+        case (nil, _?), (_?, nil): return canonical(a) == canonical(b)   // NSNull against nil
+        case let (x as String, y as String): return x == y
+        case let (x as Int64, y as Int64): return x == y
+        case let (x as Int32, y as Int32): return x == y
+        case let (x as Int16, y as Int16): return x == y
+        case let (x as Int, y as Int): return x == y
+        case let (x as Double, y as Double): return x.bitPattern == y.bitPattern
+        case let (x as Bool, y as Bool): return x == y
+        case let (x as Date, y as Date): return x == y
+        case let (x as Data, y as Data): return x == y
+        case let (x as UUID, y as UUID): return x == y
+        default: return canonical(a) == canonical(b)
+        }
+    }
+
     /// A value as comparable text that does not depend on a dictionary's iteration order.
     static func canonical(_ value: Any?) -> String {
         switch value {
@@ -172,7 +192,8 @@ final class GraphAccess {
             switch value {
             case .attribute(let v):
                 guard property is AttributeDescription else { continue }
-                if ObjectState.canonical(try object.value(forKey: name)) != ObjectState.canonical(v) { try object.setValue(v, forKey: name) }
+                // Setting an unchanged value would still mark the object updated.
+                if !ObjectState.sameAttribute(try object.value(forKey: name), v) { try object.setValue(v, forKey: name) }
             case .toOne(let gid):
                 guard let rel, !rel.isToMany else { continue }
                 let target = try gid.flatMap(self.object)
@@ -191,7 +212,7 @@ final class GraphAccess {
                 let keptByInverse = rel.inverseRelationship.map { !$0.isToMany } ?? false
                 if !keptByInverse {
                     let set = try object.mutableSetValue(forKey: name)
-                    for gid in added { if let member = try self.object(gid) { try set.insert(member) } }
+                    for gid in added { if let member = try self.object(gid) { try set.insert(member) } else { missedReference = true } }
                     for gid in removed { if let member = try self.object(gid) { try set.remove(member) } }
                 }
                 if rel.isOrdered && !positions.isEmpty { try reorder(object, rel, positions) }

@@ -61,9 +61,12 @@ import Testing
         try group.close()
     }
 
-    static func group(_ directory: URL, _ policies: [SyncPolicy], chunk: Int, commits: Int = .max, stateReads: Int = .max) throws -> SyncGroup {
+    static func group(_ directory: URL, _ policies: [SyncPolicy], chunk: Int, commits: Int = .max, stateReads: Int = .max,
+                      hubPart: Int = 2_000) throws -> SyncGroup {
         let configuration = configuration(directory, policies)
-        let hub = FailingHub(try EmbeddedHub(model: configuration.model, directory: configuration.stateDirectory), commits: commits, stateReads: stateReads)
+        let embedded = try EmbeddedHub(model: configuration.model, directory: configuration.stateDirectory)
+        embedded.partSize = hubPart
+        let hub = FailingHub(embedded, commits: commits, stateReads: stateReads)
         let group = try SyncGroup(configuration: configuration, hub: hub)
         group.chunkChanges = chunk
         return group
@@ -155,6 +158,38 @@ import Testing
         #expect(group.statistics.largestPushSave <= 6, "each save of the push carries one page of hub changes")
         try group.close()
         try Self.expectConverged(directory, stores: 2, records: 24)
+    }
+
+    @Test func aStoreTransactionLargerThanAHubPartKeepsEveryReference() throws {
+        let directory = try SyncFixtures.directory()
+        try Self.prepare(directory, [.objectTrump, .storeTrump, .objectTrump])
+        // One application transaction of 9 folders, 9 labels and 27 records that refer to them,
+        // written to the hub in saves of 4 objects: most references point to a later save.
+        let app = try SyncFixtures.app(directory.appendingPathComponent("s1.sqlite"))
+        try app.performAndWait {
+            for t in 0..<9 {
+                let folder = try app.insertNewObject(forEntityName: "Folder")
+                try folder.setValue("f\(t)", forKey: "name")
+                let label = try app.insertNewObject(forEntityName: "Label")
+                try label.setValue("l\(t)", forKey: "name")
+                for i in 0..<3 {
+                    let record = try app.insertNewObject(forEntityName: "Record")
+                    try record.setValue("r\(t)-\(i)", forKey: "name")
+                    try record.setValue(folder, forKey: "folder")
+                    try record.mutableSetValue(forKey: "labels").insert(label)
+                }
+            }
+            try app.save()
+        }
+        let group = try Self.group(directory, [.objectTrump, .storeTrump, .objectTrump], chunk: 4, hubPart: 4)
+        try group.runUntilIdle()
+        let transactions = try (group.hub as! FailingHub).inner.coordinator.execute(.fetchHistory(after: nil)).transactions
+        #expect(transactions.filter { $0.contextName == "pull:s1" }.count > 10, "the store transaction went to the hub in parts")
+        try group.close()
+        try Self.expectConverged(directory, stores: 3, records: 27)
+        let hub = try SyncFixtures.contents(directory.appendingPathComponent("state/hub.sqlite"))
+        let records = hub.values.filter { $0["entity"] == "Record" }
+        #expect(records.allSatisfy { $0["folder"] != "nil" && $0["labels"]?.isEmpty == false }, "every record keeps its folder and label")
     }
 
     @Test func whatTheEngineHoldsAtOnceIsBoundedByTheChunk() throws {

@@ -229,64 +229,124 @@ public final class EmbeddedHub: SyncHub {
 
     // MARK: - Writing
 
+    /// Objects per save of a large hub transaction (see `commit(_:)`).
+    var partSize = 2_000
+
+    private enum Operation {
+        case insert(UUID, ObjectState)
+        case update(UUID, [String: SyncValue])
+        case delete(UUID)
+    }
+
+    /// Commits a batch in one hub transaction. A batch of more than
+    /// `partSize` objects (one large store transaction) is written as several
+    /// saves inside that one SQLite transaction, so the hub's context and each
+    /// hub history transaction stay bounded (and with them what a push reads
+    /// at once); an object whose destination or member comes in a later
+    /// save is written again once all are there.
     @discardableResult
     public func commit(_ batch: HubBatch) throws -> Int64 {
+        var operations = batch.inserts.map { Operation.insert($0.0, $0.1) } + batch.updates.map { Operation.update($0.0, $0.1) }
+        operations += batch.deletes.map { Operation.delete($0) }
+        guard operations.count > partSize, let sqlite = store as? SQLiteStore else {
+            return try save(operations, bookkeeping: batch, origin: batch.origin).position
+        }
+        return try sqlite.performInTransaction {
+            var missed: [(UUID, [String: SyncValue])] = []
+            var start = 0
+            while start < operations.count {
+                missed += try save(Array(operations[start..<min(start + partSize, operations.count)]), bookkeeping: nil, origin: batch.origin).missed
+                start += partSize
+            }
+            let again = missed.map { Operation.update($0.0, $0.1) }
+            start = 0
+            while start + partSize < again.count {
+                _ = try save(Array(again[start..<(start + partSize)]), bookkeeping: nil, origin: batch.origin)
+                start += partSize
+            }
+            return try save(Array(again[start...]), bookkeeping: batch, origin: batch.origin).position
+        }
+    }
+
+    /// One context save of the hub: `operations` in order (objects inserted
+    /// first, so they can refer to each other), and the batch's bookkeeping
+    /// when given. Returns the hub position after it and the objects whose
+    /// destinations or members were not there (yet), with their values.
+    private func save(_ operations: [Operation], bookkeeping batch: HubBatch?,
+                      origin: String?) throws -> (position: Int64, missed: [(UUID, [String: SyncValue])]) {
         try context.performAndWait {
             defer { access.reset() }
-            context.name = batch.origin.map { "pull:\($0)" } ?? "hub"
+            context.name = origin.map { "pull:\($0)" } ?? "hub"
+            var missed: [(UUID, [String: SyncValue])] = []
             do {
-                var referenced = batch.inserts.map(\.0) + batch.updates.map(\.0) + batch.deletes
-                for values in batch.inserts.map(\.1.values) + batch.updates.map(\.1) { referenced += Self.references(values) }
-                try access.load(referenced)
-                for (gid, state) in batch.inserts where try access.object(gid) == nil {
-                    _ = try access.insert(state.entityName, gid: gid)
-                }
-                for (gid, state) in batch.inserts { if let object = try access.object(gid) { try access.apply(state.values, to: object) } }
-                for (gid, values) in batch.updates { if let object = try access.object(gid) { try access.apply(values, to: object) } }
-                for gid in batch.deletes { if let object = try access.object(gid) { context.delete(object) } }
-                for cursor in batch.cursors {
-                    let row = try cursorObject(cursor.store) ?? context.insertNewObject(forEntityName: Self.cursorEntity)
-                    try row.setValue(cursor.store, forKey: "store")
-                    try row.setValue(cursor.pulledThrough, forKey: "pulledThrough")
-                    try row.setValue(cursor.base, forKey: "base")
-                    try row.setValue(cursor.pushedThrough, forKey: "pushedThrough")
-                    try row.setValue(cursor.needsFullPush, forKey: "needsFullPush")
-                }
-                if !batch.newConflicts.isEmpty {
-                    var number = try nextConflictNumber()
-                    for conflict in batch.newConflicts {
-                        let row = try context.insertNewObject(forEntityName: Self.conflictEntity)
-                        let fields: [String: Any?] = [
-                            "number": number, "store": conflict.store, "object": conflict.globalIdentifier.uuidString,
-                            "entityName": conflict.entityName, "kind": conflict.kind.rawValue, "basePosition": conflict.basePosition,
-                            "hubPosition": conflict.hubPosition, "created": conflict.created,
-                            "base": try PropertyListSerialization.data(fromPropertyList: conflict.base, format: .binary, options: 0),
-                            "incoming": try PropertyListSerialization.data(fromPropertyList: conflict.incoming, format: .binary, options: 0),
-                            "hub": try PropertyListSerialization.data(fromPropertyList: conflict.hub, format: .binary, options: 0),
-                        ]
-                        for (key, value) in fields { try row.setValue(value, forKey: key) }
-                        number += 1
+                var referenced: [UUID] = []
+                for operation in operations {
+                    switch operation {
+                    case .insert(let gid, let state): referenced.append(gid); referenced += Self.references(state.values)
+                    case .update(let gid, let values): referenced.append(gid); referenced += Self.references(values)
+                    case .delete(let gid): referenced.append(gid)
                     }
                 }
-                for (number, resolution) in batch.resolvedConflicts {
-                    let request = FetchRequest(entityName: Self.conflictEntity)
-                    request.predicate = try FetchPredicate(format: "number == %@", argumentArray: [number])
-                    for row in try context.fetch(request) { try row.setValue(resolution.rawValue, forKey: "resolution") }
+                try access.load(referenced)
+                for case .insert(let gid, let state) in operations where try access.object(gid) == nil {
+                    _ = try access.insert(state.entityName, gid: gid)
                 }
-                for (storeName, gid) in batch.pendingAdded where try pendingRows(storeName, gid).isEmpty {
-                    let row = try context.insertNewObject(forEntityName: Self.pendingEntity)
-                    try row.setValue(storeName, forKey: "store")
-                    try row.setValue(gid.uuidString, forKey: "object")
+                func apply(_ gid: UUID, _ values: [String: SyncValue]) throws {
+                    guard let object = try access.object(gid) else { return }
+                    access.clearMissedReference()
+                    try access.apply(values, to: object)
+                    if access.missedReference { missed.append((gid, values)) }
                 }
-                for (storeName, gid) in batch.pendingRemoved {
-                    for row in try pendingRows(storeName, gid) { context.delete(row) }
-                }
+                for case .insert(let gid, let state) in operations { try apply(gid, state.values) }
+                for case .update(let gid, let values) in operations { try apply(gid, values) }
+                for case .delete(let gid) in operations { if let object = try access.object(gid) { context.delete(object) } }
+                if let batch { try writeBookkeeping(batch) }
                 try context.save()
             } catch {
                 context.rollback()
                 throw error
             }
-            return try currentPosition()
+            return (try currentPosition(), missed)
+        }
+    }
+
+    private func writeBookkeeping(_ batch: HubBatch) throws {
+        for cursor in batch.cursors {
+            let row = try cursorObject(cursor.store) ?? context.insertNewObject(forEntityName: Self.cursorEntity)
+            try row.setValue(cursor.store, forKey: "store")
+            try row.setValue(cursor.pulledThrough, forKey: "pulledThrough")
+            try row.setValue(cursor.base, forKey: "base")
+            try row.setValue(cursor.pushedThrough, forKey: "pushedThrough")
+            try row.setValue(cursor.needsFullPush, forKey: "needsFullPush")
+        }
+        if !batch.newConflicts.isEmpty {
+            var number = try nextConflictNumber()
+            for conflict in batch.newConflicts {
+                let row = try context.insertNewObject(forEntityName: Self.conflictEntity)
+                let fields: [String: Any?] = [
+                    "number": number, "store": conflict.store, "object": conflict.globalIdentifier.uuidString,
+                    "entityName": conflict.entityName, "kind": conflict.kind.rawValue, "basePosition": conflict.basePosition,
+                    "hubPosition": conflict.hubPosition, "created": conflict.created,
+                    "base": try PropertyListSerialization.data(fromPropertyList: conflict.base, format: .binary, options: 0),
+                    "incoming": try PropertyListSerialization.data(fromPropertyList: conflict.incoming, format: .binary, options: 0),
+                    "hub": try PropertyListSerialization.data(fromPropertyList: conflict.hub, format: .binary, options: 0),
+                ]
+                for (key, value) in fields { try row.setValue(value, forKey: key) }
+                number += 1
+            }
+        }
+        for (number, resolution) in batch.resolvedConflicts {
+            let request = FetchRequest(entityName: Self.conflictEntity)
+            request.predicate = try FetchPredicate(format: "number == %@", argumentArray: [number])
+            for row in try context.fetch(request) { try row.setValue(resolution.rawValue, forKey: "resolution") }
+        }
+        for (storeName, gid) in batch.pendingAdded where try pendingRows(storeName, gid).isEmpty {
+            let row = try context.insertNewObject(forEntityName: Self.pendingEntity)
+            try row.setValue(storeName, forKey: "store")
+            try row.setValue(gid.uuidString, forKey: "object")
+        }
+        for (storeName, gid) in batch.pendingRemoved {
+            for row in try pendingRows(storeName, gid) { context.delete(row) }
         }
     }
 
