@@ -47,23 +47,23 @@ import Testing
         func close() throws { try inner.close() }
     }
 
-    static func configuration(_ directory: URL, _ policies: [SyncPolicy]) -> SyncGroupConfiguration {
+    static func configuration(_ directory: URL, _ policies: [SyncPolicy], model: ManagedObjectModel = SyncFixtures.model()) -> SyncGroupConfiguration {
         let stores = policies.enumerated().map {
             SyncStoreConfiguration(name: "s\($0.offset + 1)", url: directory.appendingPathComponent("s\($0.offset + 1).sqlite"), policy: $0.element)
         }
-        return SyncGroupConfiguration(name: "test", model: SyncFixtures.model(), stateDirectory: directory.appendingPathComponent("state"), stores: stores)
+        return SyncGroupConfiguration(name: "test", model: model, stateDirectory: directory.appendingPathComponent("state"), stores: stores)
     }
 
     /// The group's stores, empty, joined (bootstrapped) and closed again.
-    static func prepare(_ directory: URL, _ policies: [SyncPolicy]) throws {
-        let group = try SyncGroup(configuration: configuration(directory, policies))
+    static func prepare(_ directory: URL, _ policies: [SyncPolicy], model: ManagedObjectModel = SyncFixtures.model()) throws {
+        let group = try SyncGroup(configuration: configuration(directory, policies, model: model))
         try group.runUntilIdle()
         try group.close()
     }
 
     static func group(_ directory: URL, _ policies: [SyncPolicy], chunk: Int, commits: Int = .max, stateReads: Int = .max,
-                      hubPart: Int = 2_000) throws -> SyncGroup {
-        let configuration = configuration(directory, policies)
+                      hubPart: Int = 2_000, model: ManagedObjectModel = SyncFixtures.model()) throws -> SyncGroup {
+        let configuration = configuration(directory, policies, model: model)
         let embedded = try EmbeddedHub(model: configuration.model, directory: configuration.stateDirectory)
         embedded.partSize = hubPart
         let hub = FailingHub(embedded, commits: commits, stateReads: stateReads)
@@ -96,11 +96,11 @@ import Testing
     }
 
     /// Every store equals the hub object by object, and every record name is there once.
-    static func expectConverged(_ directory: URL, stores: Int, records expected: Int) throws {
-        let hub = try SyncFixtures.contents(directory.appendingPathComponent("state/hub.sqlite"))
+    static func expectConverged(_ directory: URL, stores: Int, records expected: Int, model: ManagedObjectModel = SyncFixtures.model()) throws {
+        let hub = try SyncFixtures.contents(directory.appendingPathComponent("state/hub.sqlite"), model: model)
         for n in 1...stores {
             let url = directory.appendingPathComponent("s\(n).sqlite")
-            let store = try SyncFixtures.contents(url)
+            let store = try SyncFixtures.contents(url, model: model)
             #expect(store.count == hub.count, "\(url.lastPathComponent): \(store.count) objects, hub \(hub.count)")
             for (gid, fields) in hub where store[gid] != fields {
                 Issue.record("\(url.lastPathComponent) differs on \(gid): hub \(fields), store \(store[gid] ?? [:])")
@@ -160,12 +160,24 @@ import Testing
         try Self.expectConverged(directory, stores: 2, records: 24)
     }
 
+    /// The fixtures' model plus `Folder.pinned`, a to-one to a record without inverse: a
+    /// folder is written before the records (entity order), so its reference points forward.
+    static func pinnedModel() -> ManagedObjectModel {
+        let model = SyncFixtures.model()
+        let folder = model.entitiesByName["Folder"]!, record = model.entitiesByName["Record"]!
+        let pinned = RelationshipDescription(name: "pinned", destination: record, toMany: false)
+        pinned.deleteRule = .nullify
+        folder.properties += [pinned]
+        return model
+    }
+
     @Test func aStoreTransactionLargerThanAHubPartKeepsEveryReference() throws {
         let directory = try SyncFixtures.directory()
-        try Self.prepare(directory, [.objectTrump, .storeTrump, .objectTrump])
-        // One application transaction of 9 folders, 9 labels and 27 records that refer to them,
-        // written to the hub in saves of 4 objects: most references point to a later save.
-        let app = try SyncFixtures.app(directory.appendingPathComponent("s1.sqlite"))
+        let model = Self.pinnedModel()
+        try Self.prepare(directory, [.objectTrump, .storeTrump, .objectTrump], model: model)
+        // One application transaction of 9 folders, 9 labels and 27 records that refer to
+        // each other, written to the hub in saves of 4 objects: folders point forward to records.
+        let app = try SyncFixtures.app(directory.appendingPathComponent("s1.sqlite"), model: model)
         try app.performAndWait {
             for t in 0..<9 {
                 let folder = try app.insertNewObject(forEntityName: "Folder")
@@ -177,19 +189,22 @@ import Testing
                     try record.setValue("r\(t)-\(i)", forKey: "name")
                     try record.setValue(folder, forKey: "folder")
                     try record.mutableSetValue(forKey: "labels").insert(label)
+                    if i == 2 { try folder.setValue(record, forKey: "pinned") }
                 }
             }
             try app.save()
         }
-        let group = try Self.group(directory, [.objectTrump, .storeTrump, .objectTrump], chunk: 4, hubPart: 4)
+        let group = try Self.group(directory, [.objectTrump, .storeTrump, .objectTrump], chunk: 4, hubPart: 4, model: model)
         try group.runUntilIdle()
         let transactions = try (group.hub as! FailingHub).inner.coordinator.execute(.fetchHistory(after: nil)).transactions
         #expect(transactions.filter { $0.contextName == "pull:s1" }.count > 10, "the store transaction went to the hub in parts")
         try group.close()
-        try Self.expectConverged(directory, stores: 3, records: 27)
-        let hub = try SyncFixtures.contents(directory.appendingPathComponent("state/hub.sqlite"))
+        try Self.expectConverged(directory, stores: 3, records: 27, model: model)
+        let hub = try SyncFixtures.contents(directory.appendingPathComponent("state/hub.sqlite"), model: model)
         let records = hub.values.filter { $0["entity"] == "Record" }
         #expect(records.allSatisfy { $0["folder"] != "nil" && $0["labels"]?.isEmpty == false }, "every record keeps its folder and label")
+        let folders = hub.values.filter { $0["entity"] == "Folder" }
+        #expect(folders.count == 9 && folders.allSatisfy { $0["pinned"] != "nil" }, "every folder keeps the record it points to")
     }
 
     @Test func whatTheEngineHoldsAtOnceIsBoundedByTheChunk() throws {
