@@ -39,7 +39,7 @@ public struct ObjectState: @unchecked Sendable {
     static func sameAttribute(_ a: Any?, _ b: Any?) -> Bool {
         switch (a, b) {
         case (nil, nil): return true
-        case (nil, _?), (_?, nil): return canonical(a) == canonical(b)   // NSNull against nil
+        case (nil, let other?), (let other?, nil): return other is NSNull
         case let (x as String, y as String): return x == y
         case let (x as Int64, y as Int64): return x == y
         case let (x as Int32, y as Int32): return x == y

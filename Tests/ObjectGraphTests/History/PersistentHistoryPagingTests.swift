@@ -219,4 +219,18 @@ import Testing
         let reread = try fresh.performAndWait { try fresh.existingObject(with: id).value(forKey: "name") as? String }
         #expect(reread == "new")   // a fault reads the store
     }
+
+    @Test func identifierTextIsFoundationsTextBothWays() {
+        for _ in 0..<1_000 {
+            let uuid = UUID()
+            let text = GlobalIdentifierText.string(uuid)
+            #expect(text == uuid.uuidString)
+            #expect(GlobalIdentifierText.uuid(text) == uuid)
+            #expect(GlobalIdentifierText.uuid(text.lowercased()) == uuid)
+        }
+        for bad in ["", "01A2115B-AA81-7918-90E0-DB3937B6377", "01A2115B-AA81-7918-90E0-DB3937B637777", "01A2115BXAA81-7918-90E0-DB3937B63777",
+                    "01A2115B-AA81-7918-90E0-DB3937B6377G", "01A2115B-AA81-7918-90E0-DB3937B6377\u{E9}"] {
+            #expect(GlobalIdentifierText.uuid(bad) == nil && UUID(uuidString: bad) == nil, "\(bad)")
+        }
+    }
 }

@@ -169,7 +169,7 @@ extension SQLiteStore {
         var identifiers: [SavedRowKey: UUID] = [:]
         try db.prepare("SELECT ID, ENT, PK, GID FROM OGH_CHANGE WHERE ID > ? AND KIND < 3").forEachRow([.integer(historySaveStart)]) { row in
             last = max(last, row.column(0).int64Value ?? 0)
-            if let text = row.column(3).stringValue, let gid = UUID(uuidString: text) {
+            if let text = row.column(3).stringValue, let gid = GlobalIdentifierText.uuid(text) {
                 identifiers[SavedRowKey(entity: Int(row.column(1).int64Value ?? 0), primaryKey: row.column(2).int64Value ?? 0)] = gid
             }
         }
@@ -189,7 +189,7 @@ extension SQLiteStore {
     }
 
     private func assignGlobalIdentifier(_ gid: UUID, table: Int, pk: Int64, db: SQLiteConnection) throws {
-        let text = gid.uuidString
+        let text = GlobalIdentifierText.string(gid)
         // A dead row may hold the identifier (the object was deleted here and comes back from another store).
         try db.run("DELETE FROM OGH_GLOBALID WHERE GID = ? AND DEAD = 1 AND NOT (TBL = ? AND PK = ?)", [.text(text), .integer(Int64(table)), .integer(pk)])
         do {
@@ -227,7 +227,7 @@ extension SQLiteStore {
             }
             guard let table = historyTable(for: id.entity, history) else { continue }
             try statement.forEachRow([.integer(Int64(table.number)), .integer(pk)]) { row in
-                if let text = row.column(0).stringValue, let gid = UUID(uuidString: text) { out[id] = gid }
+                if let text = row.column(0).stringValue, let gid = GlobalIdentifierText.uuid(text) { out[id] = gid }
             }
         }
         return out
@@ -238,7 +238,7 @@ extension SQLiteStore {
         lock.lock(); defer { lock.unlock() }
         guard let history else { return nil }
         let (db, schema) = try openConnection()
-        guard let row = try db.query("SELECT TBL, PK FROM OGH_GLOBALID WHERE GID = ? AND DEAD = 0", [.text(globalIdentifier.uuidString)]).first,
+        guard let row = try db.query("SELECT TBL, PK FROM OGH_GLOBALID WHERE GID = ? AND DEAD = 0", [.text(GlobalIdentifierText.string(globalIdentifier))]).first,
               let number = row[0].int64Value, let pk = row[1].int64Value,
               let table = history.tables.first(where: { $0.number == Int(number) }) else { return nil }
         // The row's own entity (a sub-entity shares its root's table).
@@ -255,7 +255,7 @@ extension SQLiteStore {
         let (db, schema) = try openConnection()
         var byText: [String: UUID] = [:]
         byText.reserveCapacity(globalIdentifiers.count)
-        for gid in globalIdentifiers { byText[gid.uuidString] = gid }
+        for gid in globalIdentifiers { byText[GlobalIdentifierText.string(gid)] = gid }
         let texts = Array(byText.keys)
         var out: [UUID: ManagedObjectID] = [:]
         out.reserveCapacity(texts.count)
