@@ -208,21 +208,28 @@ public final class SyncGroup {
             guard !transactions.isEmpty else { break }
             if marks == nil { marks = try pushMarks(member) }
             if held == nil { held = Set(try hub.conflicts(store: member.name, includingResolved: false).map(\.globalIdentifier)) }
-            // The application transactions of the chunk, read whole (the engine's own pushes only move the base).
-            var decoded: [Int64: PersistentHistoryTransaction] = [:]
-            var runStart = cursor.pulledThrough, runLength = 0, previous = cursor.pulledThrough
+            // The application transactions of the chunk, read whole (the engine's
+            // own pushes only move the base), in place of their scanned entries.
+            var chunk = transactions
+            var runStart = cursor.pulledThrough, runFirst = 0, runLength = 0, previous = cursor.pulledThrough
             func readRun() throws {
                 guard runLength > 0 else { return }
                 let request = PersistentHistoryChangeRequest.fetchHistory(after: member.token(runStart))
                 request.fetchLimit = runLength
-                for transaction in try member.coordinator.execute(request).transactions { decoded[transaction.token.position] = transaction }
+                let read = try member.coordinator.execute(request).transactions
+                guard read.count == runLength else {
+                    throw CoreDataError(.persistentStoreOperation, "the history of store \(member.name) changed while it was read (after position \(runStart))")
+                }
+                // A foreign writer's run at the end of the history may have grown
+                // since the scan: the read transaction, with its own token, counts.
+                for (offset, transaction) in read.enumerated() { chunk[runFirst + offset] = transaction }
                 runLength = 0
             }
-            for transaction in transactions {
+            for (index, transaction) in transactions.enumerated() {
                 if transaction.author == Self.author {
                     try readRun()
                 } else {
-                    if runLength == 0 { runStart = previous }
+                    if runLength == 0 { runStart = previous; runFirst = index }
                     runLength += 1
                 }
                 previous = transaction.token.position
@@ -242,16 +249,13 @@ public final class SyncGroup {
                 batch = HubBatch(origin: member.name)
                 touched = []
             }
-            for transaction in transactions {
+            for transaction in chunk {
                 // The base moves with each push the store received (no echo: pushes are not applied back).
                 for mark in marks! where mark.storePosition < transaction.token.position { covered.base = max(covered.base, mark.hubPosition) }
                 if transaction.author == Self.author {
                     if let position = transaction.contextName.flatMap(Self.pushedPosition) { covered.base = max(covered.base, position) }
                 } else {
-                    guard let full = decoded[transaction.token.position] else {
-                        throw CoreDataError(.persistentStoreOperation, "the history of store \(member.name) changed while it was read (transaction at \(transaction.token.position))")
-                    }
-                    let changes = full.changes.filter { !held!.contains($0.globalIdentifier) }
+                    let changes = transaction.changes.filter { !held!.contains($0.globalIdentifier) }
                     let gids = changes.map(\.globalIdentifier)
                     // Transactions of one hub batch must touch different objects:
                     // each is then settled against the hub as it was before the
