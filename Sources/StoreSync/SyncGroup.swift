@@ -116,7 +116,7 @@ public final class SyncGroup {
         openWaitingStores()
         var moved = false
         for member in members where !member.paused { moved = attempt(member) { try pull(member) } || moved }
-        for member in members where !member.paused { moved = attempt(member) { try push(member) } || moved }
+        moved = pushAll() || moved
         try commitPushBookkeeping()
         return moved
     }
@@ -157,8 +157,23 @@ public final class SyncGroup {
         let changed = try member(name)
         guard !changed.paused else { return }
         _ = attempt(changed) { try pull(changed) }
-        for member in members where !member.paused { _ = attempt(member) { try push(member) } }
+        pushAll()
         try commitPushBookkeeping()
+    }
+
+    /// Pushes to every store not paused (stores at the same position
+    /// together, see `executePushes`); the round's hub bookkeeping is left
+    /// for `commitPushBookkeeping`.
+    @discardableResult
+    private func pushAll() -> Bool {
+        var runs: [PushRun] = []
+        for member in members where !member.paused {
+            _ = attempt(member) {
+                if let run = try pushPlan(member) { runs.append(run) }
+                return false
+            }
+        }
+        return executePushes(runs)
     }
 
     public func pause(_ name: String) throws { try member(name).paused = true }
@@ -431,22 +446,65 @@ public final class SyncGroup {
     /// means pending objects are written again.
     private var pushBookkeeping: [String: (pushedThrough: Int64, fullPushDone: Bool, pendingWritten: Set<UUID>)] = [:]
 
+    /// One store's push in a round: what it must write, then how it went.
+    final class PushRun {
+        let member: Member
+        let store: SQLiteStore
+        let cursor: SyncCursor
+        let hubPosition: Int64
+        let pushed: Int64
+        let pending: Set<UUID>
+        let held: Set<UUID>
+        var full: Bool
+        var skipped = false
+        var failure: Error?
+        var before: Int64 = 0
+        var reached: Int64 = 0
+        var wroteObjects = false
+        /// Objects whose destination or member was not in the store yet (it
+        /// comes in a later save): written again at the end.
+        var again: [UUID] = []
+        var writing: Bool { !skipped && failure == nil }
+
+        init(member: Member, store: SQLiteStore, cursor: SyncCursor, hubPosition: Int64, pushed: Int64, pending: Set<UUID>,
+             held: Set<UUID>, full: Bool) {
+            self.member = member
+            self.store = store
+            self.cursor = cursor
+            self.hubPosition = hubPosition
+            self.pushed = pushed
+            self.pending = pending
+            self.held = held
+            self.full = full
+        }
+    }
+
+    /// A failure to read the hub during pushes: every push of the group rolls back.
+    struct HubReadFailure: Error { let underlying: Error }
+
     /// Writes into the store every hub change it has not seen (except its
     /// own pulled changes) and every object pending for it, in one store
-    /// transaction that also records the hub position applied. The objects
-    /// are written in saves of about `chunkChanges` hub changes, all inside
-    /// that one transaction, so memory stays bounded and a crash still
-    /// leaves all or nothing.
+    /// transaction that also records the hub position applied (see
+    /// `executePushes`).
     @discardableResult
     func push(_ member: Member) throws -> Bool {
-        guard let cursor = try hub.cursor(for: member.name) else { return false }
+        guard let run = try pushPlan(member) else { return false }
+        executePushes([run])
+        if let failure = run.failure { throw failure }
+        return run.wroteObjects
+    }
+
+    /// Decides what a push must write (nil: nothing). A store that receives
+    /// nothing has its received position advanced here now and then.
+    func pushPlan(_ member: Member) throws -> PushRun? {
+        guard let cursor = try hub.cursor(for: member.name) else { return nil }
         let hubPosition = try hub.currentPosition()
         let pushedKey = Self.metadataKey(configuration.name, "pushedThrough")
         let pushed = (member.store.metadata[pushedKey] as? Int).map(Int64.init) ?? (member.store.metadata[pushedKey] as? Int64) ?? 0
         let pending = try hub.pending(for: member.name)
         var full = cursor.needsFullPush
         if !full && pending.isEmpty {
-            guard hubPosition > pushed else { return false }
+            guard hubPosition > pushed else { return nil }
             // Anything for this store? Its own pulls are skipped unread.
             var from = pushed, found = false
             do {
@@ -478,121 +536,221 @@ public final class SyncGroup {
                     }
                     notePush(member, hubPosition: hubPosition, fullPushDone: false, pendingWritten: [])
                 }
-                return false
+                return nil
             }
         }
         guard let store = member.store as? SQLiteStore else {
             throw CoreDataError(.persistentStoreOperation, "store \(member.name) of sync group \(configuration.name) is not a SQLite store")
         }
-        let held = Set(try hub.conflicts(store: member.name, includingResolved: false).map(\.globalIdentifier))
-        var wroteObjects = false
-        var skipped = false
-        var reached: Int64 = 0
         // Positions only grow in one file; a lower one means another file now.
         if try (member.coordinator.currentPersistentHistoryToken(fromStores: [member.store])?.position ?? 0) < member.checkedThrough {
             member.checkedThrough = 0
         }
+        let held = Set(try hub.conflicts(store: member.name, includingResolved: false).map(\.globalIdentifier))
+        return PushRun(member: member, store: store, cursor: cursor, hubPosition: hubPosition, pushed: pushed, pending: pending,
+                       held: held, full: full)
+    }
+
+    /// Runs pushes, each in one store transaction of its own in which the
+    /// objects are written in saves of about `chunkChanges` hub changes, so
+    /// memory stays bounded and a crash still leaves all or nothing. Stores
+    /// that start from the same hub position are pushed together: each page
+    /// of the hub's changes and the hub states of its objects are read once
+    /// for all of them, and each store gets its part. A store whose write
+    /// fails is rolled back alone; a failure to read the hub rolls back the
+    /// group. Sets each member's state (failed, last error).
+    /// - Returns: true when any push wrote objects.
+    @discardableResult
+    func executePushes(_ runs: [PushRun]) -> Bool {
+        var groups: [[PushRun]] = []
+        var byStart: [Int64: Int] = [:]
+        for run in runs {
+            // First pushes read the whole hub: together with each other only.
+            let key = run.full ? Int64.min : run.pushed
+            if let index = byStart[key] { groups[index].append(run) } else {
+                byStart[key] = groups.count
+                groups.append([run])
+            }
+        }
+        var moved = false
+        for group in groups {
+            do {
+                try pushTogether(group, 0)
+            } catch let failure as HubReadFailure {
+                for run in group where run.failure == nil && !run.skipped { run.failure = failure.underlying }
+            } catch {
+                for run in group where run.failure == nil && !run.skipped { run.failure = error }
+            }
+            for run in group {
+                let member = run.member
+                if let failure = run.failure {
+                    member.store.metadata[Self.metadataKey(configuration.name, "pushedThrough")] = Int(run.pushed)
+                    member.context.performAndWait { member.access.reset() }
+                    member.lastError = "\(failure)"
+                    member.failed = true
+                    continue
+                }
+                guard !run.skipped else { continue }
+                // Committed: up to here the store's history holds nothing the pull has
+                // not seen but this push (a rolled-back write would have left these
+                // positions free for an application's next commit).
+                member.checkedThrough = run.reached
+                notePush(member, hubPosition: run.hubPosition, fullPushDone: run.full || run.cursor.needsFullPush, pendingWritten: run.pending)
+                moved = moved || run.wroteObjects
+            }
+        }
+        return moved
+    }
+
+    /// Opens the store transactions of `runs[index...]` one inside the other,
+    /// writes the pages for all of them, then finishes and commits each.
+    private func pushTogether(_ runs: [PushRun], _ index: Int) throws {
+        guard index < runs.count else {
+            try writePages(runs)
+            return
+        }
+        let run = runs[index]
+        var opened = false
         do {
-            try store.performInTransaction {
+            try run.store.performInTransaction {
                 // Inside the store's write lock: no application can commit until the
                 // push does, so a change not pulled yet is seen here or not at all.
                 // Such a change is settled at the hub first; its result comes next round.
-                let unpulled = PersistentHistoryChangeRequest.fetchHistory(after: member.token(max(cursor.pulledThrough, member.checkedThrough)))
+                let unpulled = PersistentHistoryChangeRequest.fetchHistory(after: run.member.token(max(run.cursor.pulledThrough, run.member.checkedThrough)))
                 unpulled.resultType = .transactionsOnly
                 unpulled.transactionPredicate = try FetchPredicate(format: "author == nil OR author != %@", argumentArray: [Self.author])
                 unpulled.fetchLimit = 1
-                if !(try member.coordinator.execute(unpulled).transactions.isEmpty) {
-                    skipped = true
+                if !(try run.member.coordinator.execute(unpulled).transactions.isEmpty) {
+                    run.skipped = true
                     return
                 }
-                let before = try member.coordinator.currentPersistentHistoryToken(fromStores: [member.store])?.position ?? 0
-                // Objects whose destination or member was not in the store yet
-                // (it comes in a later save): written again at the end.
-                var again: [UUID] = []
-                func write(_ gids: [UUID]) throws {
-                    let objects = Array(Set(gids).subtracting(held))
-                    guard !objects.isEmpty else { return }
-                    wroteObjects = true
-                    statistics.largestPushSave = max(statistics.largestPushSave, objects.count)
-                    let states = try hub.states(of: objects)
-                    try member.context.performAndWait {
-                        defer { member.access.reset() }
-                        member.context.name = "push:\(hubPosition)"
-                        try member.access.load(objects + states.values.flatMap { EmbeddedHub.references($0.values) })
-                        // In identifier-text order; each text made once, not per comparison.
-                        let ordered = objects.map { ($0.uuidString, $0) }.sorted { $0.0 < $1.0 }.map(\.1)
-                        for gid in ordered where states[gid] == nil {
-                            if let object = try member.access.object(gid) { member.context.delete(object) }
-                        }
-                        for gid in ordered {
-                            guard let state = states[gid] else { continue }
-                            if try member.access.object(gid) == nil { _ = try member.access.insert(state.entityName, gid: gid) }
-                        }
-                        for gid in ordered {
-                            guard let state = states[gid], let object = try member.access.object(gid) else { continue }
-                            member.access.clearMissedReference()
-                            try member.access.apply(state.values, to: object)
-                            if member.access.missedReference { again.append(gid) }
-                        }
-                        try member.context.save()
-                    }
-                }
-                if !full {
-                    var from = pushed
-                    var first = true
-                    do {
-                        while true {
-                            let page = try hub.changes(after: from, excludingOrigin: member.name, changeLimit: chunkChanges)
-                            try write(page.changes.map(\.globalIdentifier) + (first ? Array(pending) : []))
-                            first = false
-                            if page.through == from || page.through >= hubPosition { break }
-                            from = page.through
-                        }
-                    } catch let error as CoreDataError where error.code == .persistentHistoryTokenExpired && first {
-                        full = true
-                    }
-                }
-                if full {
-                    // The store's first push, or its position was purged: the whole hub.
-                    let all = try hub.allObjects() + pending
-                    var start = 0
-                    repeat {
-                        try write(Array(all[start..<min(start + chunkChanges, all.count)]))
-                        start += chunkChanges
-                    } while start < all.count
-                }
-                if !again.isEmpty {
-                    let missed = again
-                    again = []
-                    var start = 0
-                    while start < missed.count {
-                        try write(Array(missed[start..<min(start + chunkChanges, missed.count)]))
-                        start += chunkChanges
-                    }
-                }
-                let after = try member.coordinator.currentPersistentHistoryToken(fromStores: [member.store])?.position ?? 0
-                member.store.metadata[pushedKey] = Int(hubPosition)
-                if after == before {
-                    // Nothing changed in the store, so no push transaction marks the
-                    // base in its history: keep a mark in its metadata instead.
-                    try recordPushMark(member, storePosition: before, hubPosition: hubPosition)
-                } else {
-                    try store.save(StoreSaveRequest())
-                }
-                reached = after
+                run.before = try run.member.coordinator.currentPersistentHistoryToken(fromStores: [run.member.store])?.position ?? 0
+                opened = true
+                try pushTogether(runs, index + 1)
+                if let failure = run.failure { throw failure }
+                try finishPush(run)
             }
+        } catch let failure as HubReadFailure {
+            throw failure
         } catch {
-            member.store.metadata[pushedKey] = Int(pushed)
-            member.context.performAndWait { member.access.reset() }
-            throw error
+            if run.failure == nil { run.failure = error }
         }
-        if skipped { return false }
-        // Committed: up to here the store's history holds nothing the pull has
-        // not seen but this push (a rolled-back write would have left these
-        // positions free for an application's next commit).
-        member.checkedThrough = reached
-        notePush(member, hubPosition: hubPosition, fullPushDone: full || cursor.needsFullPush, pendingWritten: pending)
-        return wroteObjects
+        // Skipped or failed before the others started: they go on without this store.
+        if !opened { try pushTogether(runs, index + 1) }
+    }
+
+    /// The hub states of objects, a read failure marked as the hub's.
+    private func hubStates(_ objects: [UUID]) throws -> [UUID: ObjectState] {
+        do { return try hub.states(of: objects) } catch { throw HubReadFailure(underlying: error) }
+    }
+
+    /// Reads the hub's changes after the runs' common position page by page
+    /// (or the whole hub for first pushes) and writes each run its part.
+    private func writePages(_ runs: [PushRun]) throws {
+        let writing = runs.filter(\.writing)
+        guard let lead = writing.first else { return }
+        func write(_ page: [UUID], changes: [HubChange]?, first: Bool) throws {
+            let current = writing.filter(\.writing)
+            var parts: [[UUID]] = []
+            var union = Set<UUID>()
+            for run in current {
+                var gids = changes.map { $0.filter { $0.origin != run.member.name }.map(\.globalIdentifier) } ?? page
+                if first { gids += run.pending }
+                let objects = Array(Set(gids).subtracting(run.held))
+                parts.append(objects)
+                union.formUnion(objects)
+            }
+            guard !union.isEmpty else { return }
+            let states = try hubStates(Array(union))
+            for (run, objects) in zip(current, parts) {
+                do { try writePage(run, objects, states) } catch { run.failure = error }
+            }
+        }
+        if !lead.full {
+            var from = lead.pushed
+            var first = true
+            while true {
+                let page: (changes: [HubChange], through: Int64)
+                do {
+                    // One store alone skips its own pulls unread; several read them and each leaves out its own.
+                    page = try hub.changes(after: from, excludingOrigin: writing.count == 1 ? lead.member.name : nil, changeLimit: chunkChanges)
+                } catch let error as CoreDataError where error.code == .persistentHistoryTokenExpired && first {
+                    // Purged past the stores' position: the whole hub instead.
+                    for run in writing { run.full = true }
+                    break
+                } catch {
+                    throw HubReadFailure(underlying: error)
+                }
+                try write([], changes: page.changes, first: first)
+                first = false
+                if page.through == from || page.through >= lead.hubPosition { break }
+                from = page.through
+            }
+        }
+        if lead.full {
+            // The stores' first push, or their position was purged: the whole hub.
+            let all: [UUID]
+            do { all = try hub.allObjects() } catch { throw HubReadFailure(underlying: error) }
+            var start = 0
+            repeat {
+                try write(Array(all[start..<min(start + chunkChanges, all.count)]), changes: nil, first: start == 0)
+                start += chunkChanges
+            } while start < all.count
+        }
+    }
+
+    /// One save of a push: the hub states (or deletions) of `objects`.
+    private func writePage(_ run: PushRun, _ objects: [UUID], _ states: [UUID: ObjectState]) throws {
+        guard !objects.isEmpty else { return }
+        let member = run.member
+        run.wroteObjects = true
+        statistics.largestPushSave = max(statistics.largestPushSave, objects.count)
+        try member.context.performAndWait {
+            defer { member.access.reset() }
+            member.context.name = "push:\(run.hubPosition)"
+            try member.access.load(objects + objects.compactMap { states[$0] }.flatMap { EmbeddedHub.references($0.values) })
+            // In identifier-text order; each text made once, not per comparison.
+            let ordered = objects.map { ($0.uuidString, $0) }.sorted { $0.0 < $1.0 }.map(\.1)
+            for gid in ordered where states[gid] == nil {
+                if let object = try member.access.object(gid) { member.context.delete(object) }
+            }
+            for gid in ordered {
+                guard let state = states[gid] else { continue }
+                if try member.access.object(gid) == nil { _ = try member.access.insert(state.entityName, gid: gid) }
+            }
+            for gid in ordered {
+                guard let state = states[gid], let object = try member.access.object(gid) else { continue }
+                member.access.clearMissedReference()
+                try member.access.apply(state.values, to: object)
+                if member.access.missedReference { run.again.append(gid) }
+            }
+            try member.context.save()
+        }
+    }
+
+    /// Ends a push inside its store transaction: objects that missed a
+    /// reference written again, then the received position (and a mark when
+    /// no row changed) in the store's metadata.
+    private func finishPush(_ run: PushRun) throws {
+        let member = run.member
+        let missed = run.again
+        run.again = []
+        var start = 0
+        while start < missed.count {
+            let page = Array(missed[start..<min(start + chunkChanges, missed.count)])
+            try writePage(run, page, try hubStates(page))
+            start += chunkChanges
+        }
+        let after = try member.coordinator.currentPersistentHistoryToken(fromStores: [member.store])?.position ?? 0
+        member.store.metadata[Self.metadataKey(configuration.name, "pushedThrough")] = Int(run.hubPosition)
+        if after == run.before {
+            // Nothing changed in the store, so no push transaction marks the
+            // base in its history: keep a mark in its metadata instead.
+            try recordPushMark(member, storePosition: run.before, hubPosition: run.hubPosition)
+        } else {
+            try run.store.save(StoreSaveRequest())
+        }
+        run.reached = after
     }
 
     private func notePush(_ member: Member, hubPosition: Int64, fullPushDone: Bool, pendingWritten: Set<UUID>) {

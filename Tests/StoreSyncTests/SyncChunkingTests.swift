@@ -15,6 +15,8 @@ import Testing
         let inner: EmbeddedHub
         var commitsLeft: Int
         var stateReadsLeft: Int
+        /// `states(of:)` calls so far.
+        var stateReads = 0
         struct Crash: Error {}
 
         init(_ inner: EmbeddedHub, commits: Int = .max, stateReads: Int = .max) {
@@ -26,6 +28,7 @@ import Testing
         func currentPosition() throws -> Int64 { try inner.currentPosition() }
         func state(of object: UUID) throws -> ObjectState? { try inner.state(of: object) }
         func states(of objects: [UUID]) throws -> [UUID: ObjectState] {
+            stateReads += 1
             stateReadsLeft -= 1
             if stateReadsLeft < 0 { throw Crash() }
             return try inner.states(of: objects)
@@ -205,6 +208,30 @@ import Testing
         #expect(records.allSatisfy { $0["folder"] != "nil" && $0["labels"]?.isEmpty == false }, "every record keeps its folder and label")
         let folders = hub.values.filter { $0["entity"] == "Folder" }
         #expect(folders.count == 9 && folders.allSatisfy { $0["pinned"] != "nil" }, "every folder keeps the record it points to")
+    }
+
+    @Test func storesAtTheSamePositionShareTheHubReadsOfTheirPushes() throws {
+        func pushReads(together: Bool) throws -> Int {
+            let directory = try SyncFixtures.directory()
+            try Self.prepare(directory, [.objectTrump, .objectTrump, .objectTrump])
+            try Self.write(directory.appendingPathComponent("s1.sqlite"), transactions: 12, perTransaction: 3)
+            let group = try Self.group(directory, [.objectTrump, .objectTrump, .objectTrump], chunk: 5)
+            try group.pull(try group.member("s1"))
+            let hub = group.hub as! FailingHub
+            hub.stateReads = 0
+            if together {
+                try group.runRound()
+            } else {
+                for name in ["s2", "s3"] { try group.push(try group.member(name)) }
+            }
+            let reads = hub.stateReads
+            try group.close()
+            try Self.expectConverged(directory, stores: 3, records: 36)
+            return reads
+        }
+        let separately = try pushReads(together: false)
+        let together = try pushReads(together: true)
+        #expect(separately > 4 && together * 2 == separately, "hub state reads: \(together) together, \(separately) separately")
     }
 
     @Test func whatTheEngineHoldsAtOnceIsBoundedByTheChunk() throws {
