@@ -174,7 +174,22 @@ public final class EmbeddedHub: SyncHub {
         name.hasPrefix("pull:") ? String(name.dropFirst(5)) : nil
     }
 
+    // What the bookkeeping tables hold, kept after the first read: only this
+    // hub's own commits write them, and a commit that touches them updates or
+    // drops these. Every round asks for each store's cursor, pending objects
+    // and conflicts several times; each was a fetch.
+    private var cursorCache: [String: SyncCursor?] = [:]
+    private var pendingCache: [String: Set<UUID>] = [:]
+    private var conflictCache: [String: [SyncConflict]] = [:]
+
     public func cursor(for storeName: String) throws -> SyncCursor? {
+        if let cached = cursorCache[storeName] { return cached }
+        let found = try readCursor(storeName)
+        cursorCache[storeName] = .some(found)
+        return found
+    }
+
+    private func readCursor(_ storeName: String) throws -> SyncCursor? {
         try context.performAndWait {
             guard let row = try cursorObject(storeName) else { return nil }
             return SyncCursor(store: storeName,
@@ -192,6 +207,13 @@ public final class EmbeddedHub: SyncHub {
     }
 
     public func pending(for storeName: String) throws -> Set<UUID> {
+        if let cached = pendingCache[storeName] { return cached }
+        let found = try readPending(storeName)
+        pendingCache[storeName] = found
+        return found
+    }
+
+    private func readPending(_ storeName: String) throws -> Set<UUID> {
         try context.performAndWait {
             let request = FetchRequest(entityName: Self.pendingEntity)
             request.predicate = try FetchPredicate(format: "store == %@", argumentArray: [storeName])
@@ -200,6 +222,15 @@ public final class EmbeddedHub: SyncHub {
     }
 
     public func conflicts(store storeName: String?, includingResolved: Bool) throws -> [SyncConflict] {
+        // Unresolved ones per store are what rounds ask for; the rest is read each time.
+        guard let storeName, !includingResolved else { return try readConflicts(store: storeName, includingResolved: includingResolved) }
+        if let cached = conflictCache[storeName] { return cached }
+        let found = try readConflicts(store: storeName, includingResolved: false)
+        conflictCache[storeName] = found
+        return found
+    }
+
+    private func readConflicts(store storeName: String?, includingResolved: Bool) throws -> [SyncConflict] {
         try context.performAndWait {
             let request = FetchRequest(entityName: Self.conflictEntity)
             var conditions: [String] = []
@@ -246,6 +277,11 @@ public final class EmbeddedHub: SyncHub {
     /// save is written again once all are there.
     @discardableResult
     public func commit(_ batch: HubBatch) throws -> Int64 {
+        // Whatever happens (a failed commit may have written nothing or, in
+        // principle, not told), the caches of what the batch touches go.
+        for cursor in batch.cursors { cursorCache[cursor.store] = nil }
+        if !batch.pendingAdded.isEmpty || !batch.pendingRemoved.isEmpty { pendingCache = [:] }
+        if !batch.newConflicts.isEmpty || !batch.resolvedConflicts.isEmpty { conflictCache = [:] }
         var operations = batch.inserts.map { Operation.insert($0.0, $0.1) } + batch.updates.map { Operation.update($0.0, $0.1) }
         operations += batch.deletes.map { Operation.delete($0) }
         guard operations.count > partSize, let sqlite = store as? SQLiteStore else {

@@ -266,7 +266,9 @@ extension SQLiteStore {
             start += chunk
             var keys: [Int: [(pk: Int64, gid: UUID)]] = [:]
             let marks = Array(repeating: "?", count: part.count).joined(separator: ", ")
-            try db.prepare("SELECT GID, TBL, PK FROM OGH_GLOBALID WHERE DEAD = 0 AND GID IN (\(marks))").forEachRow(part.map(SQLiteValue.text)) { row in
+            // Only the full-size texts are worth keeping prepared; the last, shorter part is run once.
+            func prepared(_ sql: String, _ count: Int) throws -> SQLiteStatement { count == chunk ? try db.prepare(sql) : try db.prepareUncached(sql) }
+            try prepared("SELECT GID, TBL, PK FROM OGH_GLOBALID WHERE DEAD = 0 AND GID IN (\(marks))", part.count).forEachRow(part.map(SQLiteValue.text)) { row in
                 guard let text = row.column(0).stringValue, let gid = byText[text],
                       let table = row.column(1).int64Value, let pk = row.column(2).int64Value else { return }
                 keys[Int(table), default: []].append((pk, gid))
@@ -276,7 +278,7 @@ extension SQLiteStore {
                 guard let table = history.tables.first(where: { $0.number == number }) else { continue }
                 let gidByKey = Dictionary(rows.map { ($0.pk, $0.gid) }, uniquingKeysWith: { a, _ in a })
                 let keyMarks = Array(repeating: "?", count: rows.count).joined(separator: ", ")
-                try db.prepare("SELECT Z_PK, Z_ENT FROM \(table.name) WHERE Z_PK IN (\(keyMarks))").forEachRow(rows.map { .integer($0.pk) }) { row in
+                try prepared("SELECT Z_PK, Z_ENT FROM \(table.name) WHERE Z_PK IN (\(keyMarks))", rows.count).forEachRow(rows.map { .integer($0.pk) }) { row in
                     guard let pk = row.column(0).int64Value, let ent = row.column(1).int64Value, let gid = gidByKey[pk],
                           let mapping = schema.entity(numbered: Int(ent)) else { return }
                     out[gid] = ManagedObjectID(entity: mapping.entity, storeIdentifier: identifier, primaryKey: pk)
@@ -419,7 +421,8 @@ extension SQLiteStore {
             transactions.append(transaction)
         }
         var rowsRead = 0
-        let statement = try db.prepareUncached(sql)
+        // Cached: a reader paging through history runs the same few texts again and again.
+        let statement = try db.prepare(sql)
         do {
             try statement.forEachRow(values) { row in
                 let id = row.column(0).int64Value ?? 0
