@@ -863,10 +863,15 @@ public final class SyncGroup {
             let cursor = try hub.cursor(for: member.name)
             let storePosition = try member.coordinator.currentPersistentHistoryToken(fromStores: [member.store])?.position ?? 0
             var lag = 0.0
-            if let cursor, storePosition > cursor.pulledThrough,
-               let first = try member.coordinator.execute(.fetchHistory(after: member.token(cursor.pulledThrough))).transactions
-                   .first(where: { $0.author != Self.author }) {
-                lag = max(0, Date().timeIntervalSince(first.timestamp))
+            if let cursor, storePosition > cursor.pulledThrough {
+                // The oldest application transaction not pulled: its fields only, nothing decoded.
+                let oldest = PersistentHistoryChangeRequest.fetchHistory(after: member.token(cursor.pulledThrough))
+                oldest.resultType = .transactionsOnly
+                oldest.transactionPredicate = try FetchPredicate(format: "author == nil OR author != %@", argumentArray: [Self.author])
+                oldest.fetchLimit = 1
+                if let first = try member.coordinator.execute(oldest).transactions.first {
+                    lag = max(0, Date().timeIntervalSince(first.timestamp))
+                }
             }
             // Behind the hub: data changes it has not received (the hub's own
             // bookkeeping moves its position too, so positions alone do not say).
@@ -875,7 +880,14 @@ public final class SyncGroup {
                 let pushedKey = Self.metadataKey(configuration.name, "pushedThrough")
                 let pushed = (member.store.metadata[pushedKey] as? Int).map(Int64.init) ?? cursor.pushedThrough
                 behind = try !hub.pending(for: member.name).isEmpty
-                    || hub.changes(after: pushed).contains { $0.origin != member.name }
+                // Page by page, the store's own pulls skipped unread, until one change is found.
+                var from = pushed
+                while !behind {
+                    let page = try hub.changes(after: from, excludingOrigin: member.name, changeLimit: chunkChanges)
+                    behind = !page.changes.isEmpty
+                    if page.through == from { break }
+                    from = page.through
+                }
             }
             let state: SyncStoreStatus.State = member.failed ? .failed : member.paused ? .paused
                 : (lag > 0 || behind) ? .catchingUp : .ok

@@ -68,7 +68,12 @@ import Testing
         var values: [String: Int32] { lock.lock(); defer { lock.unlock() }; return lastValues }
     }
 
-    @Test func engineKilledAtRandomPointsLosesDuplicatesAndEchoesNothing() async throws {
+    /// Run with the engine's defaults (0) and with chunks of 2 changes and hub
+    /// transactions written one object per save, so kills also land between
+    /// pull chunks, between the saves of a push and between the saves of a
+    /// hub transaction.
+    @Test(arguments: [0, 2])
+    func engineKilledAtRandomPointsLosesDuplicatesAndEchoesNothing(chunk: Int) async throws {
         let directory = try SyncFixtures.directory()
         do { try SyncGroup(configuration: Self.configuration(directory)).close() }   // history on, hub made
         let writers = try (1...Self.stores).map { try Writer(index: $0, url: directory.appendingPathComponent("s\($0).sqlite")) }
@@ -83,8 +88,12 @@ import Testing
                 while running.value { for writer in writers { writer.step(&local) } }
             }
             let path = directory.path, delay = Int.random(in: 5...120, using: &rng)
-            await #expect(processExitsWith: .signal(SIGKILL), "kill \(kill)") { [path = path as String, delay = delay as Int] in
+            await #expect(processExitsWith: .signal(SIGKILL), "kill \(kill)") { [path = path as String, delay = delay as Int, chunk = chunk as Int] in
                 let group = try SyncGroup(configuration: SyncCrashTests.configuration(URL(fileURLWithPath: path)))
+                if chunk > 0 {
+                    group.chunkChanges = chunk
+                    (group.hub as? EmbeddedHub)?.partSize = 1
+                }
                 Thread.detachNewThread {
                     usleep(useconds_t(delay * 1000))
                     Foundation.kill(getpid(), SIGKILL)
@@ -96,6 +105,10 @@ import Testing
         }
 
         let group = try SyncGroup(configuration: Self.configuration(directory))
+        if chunk > 0 {
+            group.chunkChanges = chunk
+            (group.hub as? EmbeddedHub)?.partSize = 1
+        }
         try group.runUntilIdle()
         #expect(try group.conflicts().isEmpty)
         for status in try group.status() { #expect(status.lastError == nil, "\(status.name): \(status.lastError ?? "")") }
@@ -130,7 +143,7 @@ import Testing
             #expect(stale.isEmpty, "\(place): \(stale.count) records without their writer's last value, e.g. \(stale.first.map { "\($0.key)=\($0.value)" } ?? "")")
         }
         #expect(echoes.isEmpty, "\(echoes.count) echoed changes")
-        print("sync crash: \(kills) kills, \(expected.count) records, 0 lost/duplicated/echoed checked")
+        print("sync crash (chunk \(chunk == 0 ? "default" : String(chunk))): \(kills) kills, \(expected.count) records, 0 lost/duplicated/echoed checked")
     }
 }
 
