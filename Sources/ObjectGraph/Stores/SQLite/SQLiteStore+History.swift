@@ -190,14 +190,25 @@ extension SQLiteStore {
 
     private func assignGlobalIdentifier(_ gid: UUID, table: Int, pk: Int64, db: SQLiteConnection) throws {
         let text = GlobalIdentifierText.string(gid)
-        // A dead row may hold the identifier (the object was deleted here and comes back from another store).
-        try db.run("DELETE FROM OGH_GLOBALID WHERE GID = ? AND DEAD = 1 AND NOT (TBL = ? AND PK = ?)", [.text(text), .integer(Int64(table)), .integer(pk)])
+        let values: [SQLiteValue] = [.integer(Int64(table)), .integer(pk), .text(text)]
+        let upsert = "INSERT INTO OGH_GLOBALID (TBL, PK, GID, DEAD) VALUES (?, ?, ?, 0) ON CONFLICT (TBL, PK) DO UPDATE SET GID = excluded.GID, DEAD = 0"
+        func taken(_ error: CoreDataError) -> CoreDataError {
+            CoreDataError(.persistentStoreSave, "global identifier \(text) already names another object in the store at \(url?.path ?? "?")",
+                          userInfo: [CoreDataError.underlyingErrorKey: error])
+        }
+        // One statement in the usual case; a failing one undoes only itself.
         do {
-            try db.run("INSERT INTO OGH_GLOBALID (TBL, PK, GID, DEAD) VALUES (?, ?, ?, 0) ON CONFLICT (TBL, PK) DO UPDATE SET GID = excluded.GID, DEAD = 0",
-                       [.integer(Int64(table)), .integer(pk), .text(text)])
+            try db.run(upsert, values)
         } catch let error as CoreDataError where error.sqliteResultCode == 19 {  // SQLITE_CONSTRAINT: UNIQUE (GID)
-            throw CoreDataError(.persistentStoreSave, "global identifier \(text) already names another object in the store at \(url?.path ?? "?")",
-                                userInfo: [CoreDataError.underlyingErrorKey: error])
+            // A dead row may hold the identifier (the object was deleted here and
+            // comes back from another store): it gives it up. A live one keeps it.
+            try db.run("DELETE FROM OGH_GLOBALID WHERE GID = ? AND DEAD = 1 AND NOT (TBL = ? AND PK = ?)", [.text(text), .integer(Int64(table)), .integer(pk)])
+            guard db.changes > 0 else { throw taken(error) }
+            do {
+                try db.run(upsert, values)
+            } catch let again as CoreDataError where again.sqliteResultCode == 19 {
+                throw taken(again)
+            }
         }
     }
 
