@@ -21,6 +21,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         .systemLibrary(
@@ -76,12 +78,21 @@ let package = Package(
             ],
             swiftSettings: swift5
         ),
+        // The control socket's wire format (one JSON object per line) and a
+        // blocking client: shared by storesyncd (server) and storesyncctl
+        // (client), which talk only through it (docs/CONTROL.md).
+        .target(
+            name: "StoreSyncControl",
+            dependencies: [],
+            swiftSettings: swift5
+        ),
         .executableTarget(
             name: "storesyncctl",
             dependencies: [
                 "ObjectGraph",
                 "StoreSync",
                 "StoreSyncConfig",
+                "StoreSyncControl",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swift5
@@ -93,7 +104,9 @@ let package = Package(
         ),
         .testTarget(
             name: "storesyncctlTests",
-            dependencies: ["storesyncctl", "CSQLite"],
+            // The engine and the configuration reader build the groups whose
+            // change log, verification and attachment the CLI is tested on.
+            dependencies: ["storesyncctl", "CSQLite", "ObjectGraph", "StoreSync", "StoreSyncConfig", "StoreSyncControl"],
             swiftSettings: swift5
         ),
         .testTarget(
@@ -110,8 +123,11 @@ let package = Package(
                 "ObjectGraph",
                 "CLibUV",
                 "StoreSyncConfig",
+                "StoreSyncControl",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
             ],
             swiftSettings: swift5
@@ -120,7 +136,7 @@ let package = Package(
         // notify, end to end); ObjectGraph writes the stores it syncs.
         .testTarget(
             name: "storesyncdTests",
-            dependencies: ["storesyncd", "ObjectGraph"],
+            dependencies: ["storesyncd", "storesyncctl", "ObjectGraph", "StoreSyncControl"],
             swiftSettings: swift5
         ),
         .executableTarget(

@@ -8,9 +8,20 @@ struct StoreSyncCtl: ParsableCommand {
         commandName: "storesyncctl",
         abstract: "Inspect Core Data models, predicates and stores; control storesyncd.",
         subcommands: [
+            AttachCommand.self,
+            DetachCommand.self,
+            LogCommand.self,
             ModelCommand.self,
             PredicateCommand.self,
             QueryCommand.self,
+            StatusCommand.self,
+            PauseCommand.self,
+            ResumeCommand.self,
+            SyncCommand.self,
+            ReloadCommand.self,
+            ConflictsCommand.self,
+            MetricsCommand.self,
+            VerifyCommand.self,
         ]
     )
 }

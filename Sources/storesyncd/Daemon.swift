@@ -6,6 +6,7 @@ import Foundation
 import Logging
 import StoreSync
 import StoreSyncConfig
+import StoreSyncControl
 
 /// The running daemon: owns the libuv loop and everything on it (directory
 /// watches, timers, signals, systemd notifications) and one `GroupRunner`
@@ -20,14 +21,37 @@ final class Daemon {
     private let notifier: SystemdNotifier?
     private var logger = Logger(label: "storesyncd")
 
-    private var state = State.starting
-    private var runners: [GroupRunner] = []
+    /// How a reload asked for through the control socket ended.
+    enum ReloadOutcome {
+        /// The new configuration runs; `failedGroups` could not be opened.
+        case reloaded(groups: Int, failedGroups: [String])
+        /// The new configuration was refused (the reason); the old one runs on.
+        case refused(String)
+        /// The daemon stopped before the reload finished.
+        case cancelled
+    }
+
+    private(set) var state = State.starting
+    private(set) var runners: [GroupRunner] = []
+    /// When the process started, for `status` (uptime).
+    let startTime = Date()
+    let metrics = DaemonMetrics()
+    private(set) var control: ControlServer?
+    /// Stores paused through the control socket, by group; new runners
+    /// (after a reload) start with them, since the engine keeps pauses in memory.
+    var pausedStores: [String: Set<String>] = [:]
+    /// Waiting for the reload in progress, and for the one asked for while
+    /// it ran (which re-reads the file, so its waiters learn about the newest file).
+    private var reloadWaiters: [(ReloadOutcome) -> Void] = []
+    private var nextReloadWaiters: [(ReloadOutcome) -> Void] = []
     private var watches: [DirectoryWatch] = []
     private var debouncers: [Debouncer] = []
     private var rescanTimer: LoopTimer?
     private var watchdogTimer: LoopTimer?
     private var signals: [SignalWatch] = []
-    private var latest: [String: RoundSummary] = [:]
+    /// The last job's summary per group (status falls back on it when a
+    /// group's queue is busy).
+    private(set) var latest: [String: RoundSummary] = [:]
     private var reloadAgain = false
     private(set) var exitCode: Int32 = 0
 
@@ -47,7 +71,7 @@ final class Daemon {
     func run() throws -> Int32 {
         // A write to a closed pipe must be an error, not a silent death.
         signal(SIGPIPE, SIG_IGN)
-        for (signalNumber, action) in [(SIGTERM, stop), (SIGINT, stop), (SIGHUP, reload)] as [(Int32, () -> Void)] {
+        for (signalNumber, action) in [(SIGTERM, stop), (SIGINT, stop), (SIGHUP, { [unowned self] in reload() })] as [(Int32, () -> Void)] {
             signals.append(try SignalWatch(loop, signal: signalNumber) { action() })
         }
         if let interval = SystemdNotifier.watchdogInterval(), let notifier {
@@ -62,6 +86,10 @@ final class Daemon {
         logger.info("starting", metadata: ["config": "\(configuration.file)", "groups": "\(configuration.groups.count)",
                                            "state_directory": "\(configuration.stateDirectory.path)", "pid": "\(getpid())"])
         try prepareDirectories(configuration)
+        // Before the groups open: a second daemon must stop here, before it
+        // touches any store the first one is syncing.
+        control = try ControlServer(loop: loop, path: configuration.controlSocket.path,
+                                    service: ControlService(daemon: self), metrics: metrics, logger: logger)
         startGroups { [self] failures in
             guard state == .starting else { return }
             if !failures.isEmpty {
@@ -75,6 +103,8 @@ final class Daemon {
             notifier?.send(["READY=1", "STATUS=\(statusLine())"])
             logger.info("ready", metadata: ["groups": "\(runners.count)", "stores": "\(runners.reduce(0) { $0 + $1.settings.stores.count })"])
             onReady?()
+            // A SIGHUP or reload request that came while starting.
+            reloadIfAsked()
         }
         loop.run()
         return exitCode
@@ -99,7 +129,7 @@ final class Daemon {
             GroupRunner(settings: settings,
                         configuration: settings.syncConfiguration(stateDirectory: configuration.stateDirectory,
                                                                   historyRetention: configuration.historyRetention),
-                        logger: logger) { [loop] summary in
+                        logger: logger, paused: pausedStores[settings.name] ?? [], metrics: metrics) { [loop] summary in
                 loop.post { [weak self] in self?.roundFinished(summary) }
             }
         }
@@ -191,9 +221,27 @@ final class Daemon {
 
     private func roundFinished(_ summary: RoundSummary) {
         guard runners.contains(where: { $0.name == summary.group }) else { return }
+        let before = latest[summary.group]
         latest[summary.group] = summary
         if state == .running { notifier?.send(["STATUS=\(statusLine())"]) }
+        publishChanges(summary, before: before)
         onRound?(summary)
+    }
+
+    /// Events for subscribers (`events` on the control socket): each
+    /// store whose state changed, then the round itself.
+    private func publishChanges(_ summary: RoundSummary, before: RoundSummary?) {
+        guard let control else { return }
+        for store in summary.stores {
+            let old = before?.stores.first { $0.name == store.name }
+            guard old?.state != store.state || old?.conflictsWaiting != store.conflictsWaiting else { continue }
+            control.publish("state", group: summary.group, [
+                "store": .string(store.name), "from": JSONValue(old?.state.rawValue), "to": .string(store.state.rawValue),
+                "reason": JSONValue(store.state == .failed ? store.lastError : nil), "conflicts_waiting": JSONValue(store.conflictsWaiting),
+                "trigger": .string(summary.trigger),
+            ])
+        }
+        if !summary.isStatusOnly { control.publish("round", group: summary.group, ControlService.json(summary).object ?? [:]) }
     }
 
     /// `STATUS=`: one line, what `systemctl status` shows.
@@ -220,7 +268,12 @@ final class Daemon {
         state = .stopping
         notifier?.send(["STOPPING=1", "STATUS=stopping"])
         logger.info("stopping")
+        control?.publish("stopping", group: nil, [:])
+        answerReloadWaiters(.cancelled)
         stopGroups { [self] in
+            // Last: requests made while stopping were answered "unavailable",
+            // and work dropped by the groups has been answered "cancelled".
+            control?.close()
             watchdogTimer?.close()
             for signal in signals { signal.close() }
             signals.removeAll()
@@ -232,15 +285,19 @@ final class Daemon {
     /// SIGHUP: re-read the file off the loop; a valid one replaces the
     /// groups (each finishes its round in flight first), an invalid one is
     /// refused and the running configuration kept.
-    func reload() {
+    func reload(completion: ((ReloadOutcome) -> Void)? = nil) {
         switch state {
-        case .stopping: return
+        case .stopping:
+            completion?(.cancelled)
+            return
         case .starting, .reloading:
             // Read the file again once this settles: it may have changed since.
             reloadAgain = true
+            if let completion { nextReloadWaiters.append(completion) }
             return
         case .running: break
         }
+        if let completion { reloadWaiters.append(completion) }
         state = .reloading
         notifier?.send(["RELOADING=1", "MONOTONIC_USEC=\(SystemdNotifier.monotonicMicroseconds())", "STATUS=reloading"])
         logger.info("reloading", metadata: ["config": "\(configuration.file)"])
@@ -258,6 +315,7 @@ final class Daemon {
             logger.error("reload refused; keeping the running configuration", metadata: ["error": "\(error)"])
             state = .running
             notifier?.send(["READY=1", "STATUS=reload refused (\(error)); \(statusLine())"])
+            answerReloadWaiters(.refused("\(error)"))
             reloadIfAsked()
         case .success(let new):
             DaemonLogHandler.level = new.logLevel
@@ -266,11 +324,25 @@ final class Daemon {
                 logger.error("reload refused; keeping the running configuration", metadata: ["error": "\(error)"])
                 state = .running
                 notifier?.send(["READY=1", "STATUS=reload refused (\(error)); \(statusLine())"])
+                answerReloadWaiters(.refused("\(error)"))
                 return reloadIfAsked()
+            }
+            if new.controlSocket != configuration.controlSocket {
+                // Moving the socket under connected clients would strand them;
+                // it is bound once per process.
+                logger.warning("control_socket changed; it takes effect when the daemon restarts",
+                               metadata: ["serving": "\(configuration.controlSocket.path)", "configured": "\(new.controlSocket.path)"])
             }
             stopGroups { [self] in
                 guard state == .reloading else { return }
                 configuration = new
+                // Pauses of stores that are gone would apply to a store that
+                // is added later under the same name.
+                pausedStores = pausedStores.reduce(into: [:]) { kept, entry in
+                    guard let group = new.groups.first(where: { $0.name == entry.key }) else { return }
+                    let stores = entry.value.filter { name in group.stores.contains { $0.name == name } }
+                    if !stores.isEmpty { kept[entry.key] = stores }
+                }
                 startGroups { [self] failures in
                     guard state == .reloading else { return }
                     if !failures.isEmpty {
@@ -279,6 +351,7 @@ final class Daemon {
                     state = .running
                     notifier?.send(["READY=1", "STATUS=\(failures.isEmpty ? "" : "cannot open \(failures.joined(separator: ", ")); ")\(statusLine())"])
                     logger.info("reloaded", metadata: ["groups": "\(runners.count)"])
+                    answerReloadWaiters(.reloaded(groups: runners.count, failedGroups: failures))
                     reloadIfAsked()
                 }
             }
@@ -288,7 +361,36 @@ final class Daemon {
     private func reloadIfAsked() {
         if reloadAgain {
             reloadAgain = false
+            let waiters = nextReloadWaiters
+            nextReloadWaiters.removeAll()
             reload()
+            if state == .reloading {
+                reloadWaiters.append(contentsOf: waiters)
+            } else {
+                for waiter in waiters { waiter(.cancelled) }
+            }
+        }
+    }
+
+    /// Tells everyone waiting for the reload in progress how it ended, and
+    /// subscribers too.
+    private func answerReloadWaiters(_ outcome: ReloadOutcome) {
+        let waiters = reloadWaiters
+        reloadWaiters.removeAll()
+        if case .cancelled = outcome {
+            waiters.forEach { $0(outcome) }
+            nextReloadWaiters.forEach { $0(outcome) }
+            nextReloadWaiters.removeAll()
+            return
+        }
+        for waiter in waiters { waiter(outcome) }
+        switch outcome {
+        case .reloaded(let groups, let failed):
+            control?.publish("reload", group: nil, ["outcome": "reloaded", "groups": JSONValue(groups),
+                                                    "failed_groups": .array(failed.map(JSONValue.string))])
+        case .refused(let reason):
+            control?.publish("reload", group: nil, ["outcome": "refused", "reason": .string(reason)])
+        case .cancelled: break
         }
     }
 }

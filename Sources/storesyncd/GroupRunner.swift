@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import StoreSync
 import StoreSyncConfig
+import StoreSyncControl
 
 /// What one round of work did, for the log line, `STATUS=` and the demo.
 struct RoundSummary {
@@ -13,6 +14,10 @@ struct RoundSummary {
     var duration: TimeInterval
     var stores: [SyncStoreStatus]
     var error: String?
+    /// The job only read the status (after a pause): not a sync round.
+    var isStatusOnly = false
+    /// When it finished.
+    var finished = Date()
 
     func count(_ state: SyncStoreStatus.State) -> Int { stores.filter { $0.state == state }.count }
     var conflicts: Int { stores.reduce(0) { $0 + $1.conflictsWaiting } }
@@ -33,12 +38,24 @@ final class GroupRunner {
         case round(trigger: String)
         /// `storeDidChange(_:)`: pull this store, push to all.
         case store(String)
+        /// No sync, only `status()`: after a pause, so the new state is
+        /// reported (event, `STATUS=`) without moving anything.
+        case status(trigger: String)
 
         var trigger: String {
             switch self {
-            case .round(let trigger): return trigger
+            case .round(let trigger), .status(let trigger): return trigger
             case .store(let name): return "store:\(name)"
             }
+        }
+    }
+
+    /// Why `perform` did not run its body.
+    struct NotOpen: Error, CustomStringConvertible {
+        var group: String
+        var cancelled: Bool
+        var description: String {
+            cancelled ? "group \(group) is closing (the daemon is stopping or reloading)" : "group \(group) is not open (its hub could not be opened; see the log)"
         }
     }
 
@@ -48,10 +65,19 @@ final class GroupRunner {
     private var logger: Logger
     /// Called on the group's queue after every job.
     private let onRound: (RoundSummary) -> Void
+    private let metrics: DaemonMetrics?
 
     // Only touched on `queue`.
     private var group: SyncGroup?
     private var previous: RoundSummary?
+    /// Stores paused through the control socket. The engine keeps pauses in
+    /// memory on its members, which a reload (a new `SyncGroup`) or a store
+    /// opened late would lose, so they are kept here and applied again.
+    private var paused: Set<String>
+    /// The highest conflict number seen, to count new conflicts for metrics.
+    private var highestConflict: Int64 = 0
+    /// Positions when the group opened: what the first job's metrics count from.
+    private var openedStatus: [SyncStoreStatus]?
     /// When history was last purged (after a full round, at most every `purgeInterval`).
     private var lastPurge = Date.distantPast
     static let purgeInterval: TimeInterval = 300
@@ -59,13 +85,18 @@ final class GroupRunner {
     // Touched from the loop thread and the queue.
     private let lock = NSLock()
     private var waiting: Set<Job> = []
+    /// Callers waiting for a job to finish (`sync` with `"wait"`), by job.
+    private var completions: [Job: [(RoundSummary?) -> Void]] = [:]
     private var stopping = false
 
     var name: String { settings.name }
 
-    init(settings: GroupSettings, configuration: SyncGroupConfiguration, logger: Logger, onRound: @escaping (RoundSummary) -> Void) {
+    init(settings: GroupSettings, configuration: SyncGroupConfiguration, logger: Logger, paused: Set<String> = [],
+         metrics: DaemonMetrics? = nil, onRound: @escaping (RoundSummary) -> Void) {
         self.settings = settings
         self.configuration = configuration
+        self.paused = paused
+        self.metrics = metrics
         self.queue = DispatchQueue(label: "storesyncd.group.\(settings.name)")
         var logger = logger
         logger[metadataKey: "group"] = "\(settings.name)"
@@ -82,7 +113,11 @@ final class GroupRunner {
                 try FileManager.default.createDirectory(at: configuration.stateDirectory, withIntermediateDirectories: true)
                 let group = try SyncGroup(configuration: configuration)
                 self.group = group
-                let failed = try group.status().filter { $0.state == .failed }
+                applyPauses(group)
+                highestConflict = (try? group.conflicts(includingResolved: true).map(\.id).max()) ?? 0
+                let opened = try group.status()
+                openedStatus = opened
+                let failed = opened.filter { $0.state == .failed }
                 for store in failed {
                     logger.warning("store not open", metadata: ["store": "\(store.name)", "error": "\(store.lastError ?? "unknown")"])
                 }
@@ -95,15 +130,65 @@ final class GroupRunner {
         }
     }
 
-    /// Asks for a job; merged with an identical one not started yet.
-    func schedule(_ job: Job) {
+    /// Asks for a job; merged with an identical one not started yet (a
+    /// job waiting has not read anything yet, so it covers the new request).
+    /// `completion`, if given, runs on the group's queue once the job has
+    /// run, with its summary, or with nil when the job was dropped (the
+    /// group closed first).
+    func schedule(_ job: Job, completion: ((RoundSummary?) -> Void)? = nil) {
         lock.lock()
-        guard !stopping, waiting.insert(job).inserted else {
+        if stopping {
+            lock.unlock()
+            if let completion { queue.async { completion(nil) } }
+            return
+        }
+        if let completion { completions[job, default: []].append(completion) }
+        guard waiting.insert(job).inserted else {
             lock.unlock()
             return
         }
         lock.unlock()
         queue.async { [self] in run(job) }
+    }
+
+    /// Runs `body` on the group's queue with the open group (control
+    /// requests: status, conflicts, resolve, pause). `completion` runs on
+    /// the queue with the result, or `NotOpen` when there is no group.
+    func perform<T>(_ body: @escaping (SyncGroup) throws -> T, completion: @escaping (Result<T, Error>) -> Void) {
+        queue.async { [self] in
+            lock.lock()
+            let cancelled = stopping
+            lock.unlock()
+            guard !cancelled, let group else { return completion(.failure(NotOpen(group: name, cancelled: cancelled))) }
+            completion(Result { try body(group) })
+        }
+    }
+
+    /// Pauses or resumes stores (`nil`: every store of the group). On the
+    /// queue, so it takes effect between jobs, never inside a round.
+    /// `completion` gets the store names changed, or the engine's error
+    /// (no such store).
+    func setPaused(_ pause: Bool, stores: [String]?, completion: @escaping (Result<[String], Error>) -> Void) {
+        perform({ [self] group -> [String] in
+            let names = stores ?? settings.stores.map(\.name)
+            for name in names where !settings.stores.contains(where: { $0.name == name }) {
+                throw ControlError(.notFound, "group \(self.name) has no store named \(name)")
+            }
+            for name in names {
+                if pause { paused.insert(name) } else { paused.remove(name) }
+            }
+            applyPauses(group)
+            return names
+        }, completion: completion)
+    }
+
+    /// Makes the engine's members agree with `paused`. A store that is not
+    /// open cannot be paused in the engine; it is paused when it opens
+    /// (the next job applies this again).
+    private func applyPauses(_ group: SyncGroup) {
+        for store in settings.stores {
+            if paused.contains(store.name) { try? group.pause(store.name) } else { try? group.resume(store.name) }
+        }
     }
 
     /// Finishes the job in flight, drops the ones not started, closes the
@@ -112,8 +197,11 @@ final class GroupRunner {
         lock.lock()
         stopping = true
         waiting.removeAll()
+        let dropped = completions.values.flatMap { $0 }
+        completions.removeAll()
         lock.unlock()
         queue.async { [self] in
+            for completion in dropped { completion(nil) }
             if let group {
                 do { try group.close() } catch { logger.error("closing the group failed", metadata: ["error": "\(error)"]) }
                 logger.info("group closed")
@@ -127,15 +215,22 @@ final class GroupRunner {
         lock.lock()
         let cancelled = stopping
         waiting.remove(job)
+        let waiters = completions.removeValue(forKey: job) ?? []
         lock.unlock()
-        guard !cancelled, let group else { return }
+        guard !cancelled, let group else {
+            for waiter in waiters { waiter(nil) }
+            return
+        }
 
         let start = Date()
         var failure: String?
+        // A store that opened since the last job starts unpaused in the engine.
+        applyPauses(group)
         do {
             switch job {
             case .round: try group.runUntilIdle(limit: 20)
             case .store(let name): try group.storeDidChange(name)
+            case .status: break
             }
         } catch {
             failure = "\(error)"
@@ -153,11 +248,23 @@ final class GroupRunner {
         }
         var stores: [SyncStoreStatus] = []
         do { stores = try group.status() } catch { failure = failure ?? "status: \(error)" }
-        let summary = RoundSummary(group: name, trigger: job.trigger, moved: Self.moved(from: previous?.stores, to: stores),
+        var summary = RoundSummary(group: name, trigger: job.trigger, moved: Self.moved(from: previous?.stores, to: stores),
                                    duration: Date().timeIntervalSince(start), stores: stores, error: failure)
+        if case .status = job { summary.isStatusOnly = true }
+        var newConflicts = 0
+        // Only waiting ones: a conflict is resolved through `perform`, never
+        // inside a job, so every conflict this job recorded is still waiting.
+        if let newest = try? group.conflicts().map(\.id).max(), newest > highestConflict {
+            // Numbers are handed out in order by the hub: those above the
+            // highest seen are the ones this job recorded.
+            newConflicts = Int(newest - highestConflict)
+            highestConflict = newest
+        }
+        metrics?.recordJob(summary, previous: previous?.stores ?? openedStatus, newConflicts: newConflicts)
         log(summary)
         previous = summary
         onRound(summary)
+        for waiter in waiters { waiter(summary) }
     }
 
     /// Positions are what a round moves; comparing them tells a round that
@@ -181,12 +288,13 @@ final class GroupRunner {
             "ok": "\(summary.count(.ok))", "catching_up": "\(summary.count(.catchingUp))", "paused": "\(summary.count(.paused))",
             "failed": "\(summary.count(.failed))", "conflicts": "\(summary.conflicts)", "stores": "\(states)",
         ]
+        let message: Logger.Message = summary.isStatusOnly ? "state" : "round"
         if let error = summary.error {
-            logger.error("round failed", metadata: metadata.merging(["error": "\(error)"]) { $1 })
+            logger.error("\(message) failed", metadata: metadata.merging(["error": "\(error)"]) { $1 })
         } else if summary.moved || changedState {
-            logger.info("round", metadata: metadata)
+            logger.info(message, metadata: metadata)
         } else {
-            logger.debug("round", metadata: metadata)
+            logger.debug(message, metadata: metadata)
         }
         // A store's error is logged when it appears or changes, not every round.
         for store in summary.stores {

@@ -35,16 +35,21 @@ public final class PersistentHistoryChangeRequest: @unchecked Sendable {
     /// For a delete through a token: only changes committed before this
     /// date go (a retention floor); nil: everything through the token.
     public var committedBefore: Date?
-    /// For a fetch: at most this many transactions, the oldest first (0: no
-    /// limit), as a Core Data history fetch request's `fetchLimit`. A reader
-    /// pages through history with it, fetching after the last token it got,
-    /// so what it holds stays bounded however much is pending.
+    /// For a fetch: at most this many transactions from each store (0: no
+    /// limit), counted after the filters, so a reader can page through a long
+    /// history: fetch again after the last transaction's token. The store
+    /// stops reading at the limit; it never holds more than that.
     ///
     /// ```swift
-    /// let page = PersistentHistoryChangeRequest.fetchHistory(after: token)
-    /// page.fetchLimit = 100
-    /// let transactions = try context.execute(page).transactions
-    /// token = transactions.last?.token ?? token
+    /// var after: PersistentHistoryToken? = nil
+    /// repeat {
+    ///     let request = PersistentHistoryChangeRequest.fetchHistory(after: after)
+    ///     request.fetchLimit = 100
+    ///     let page = try coordinator.execute(request).transactions
+    ///     for transaction in page { print(transaction.token) }
+    ///     after = page.last?.token ?? after
+    ///     if page.count < 100 { break }
+    /// } while true
     /// ```
     public var fetchLimit = 0
     /// For a fetch: reading stops at the end of the first transaction that

@@ -108,15 +108,36 @@ extension SQLiteStore {
     /// Switches persistent history off for the store file at `url`: drops
     /// its triggers and history tables (every `OGH_` object) in one
     /// transaction, keeping all data and Core Data's own tables as they are.
-    /// The file must not be open in a coordinator.
+    /// The file must not be open in a coordinator: a store that loaded its
+    /// history would fail its next save.
+    ///
+    /// With `exclusively`, the file is locked with SQLite's exclusive locking
+    /// mode before anything is dropped, which succeeds only when no other
+    /// connection (reader or writer, in any process) has the file open; the
+    /// lock is held until the history is gone, so no one can open it in
+    /// between. Otherwise it fails with 134090 (`persistentStoreTimeout`) and
+    /// changes nothing.
     ///
     /// ```swift
-    /// try SQLiteStore.removePersistentHistory(fromStoreAt: url)
+    /// try SQLiteStore.removePersistentHistory(fromStoreAt: url, exclusively: true)
     /// ```
-    public static func removePersistentHistory(fromStoreAt url: URL) throws {
+    public static func removePersistentHistory(fromStoreAt url: URL, exclusively: Bool = false) throws {
         _ = try SQLiteMetadata.metadataForStore(at: url)
-        let db = try openWrappingErrors(path: url.path, mode: .readWrite, busyTimeout: defaultTimeout)
+        // No waiting when exclusive: another connection holds its shared lock
+        // for as long as it is open, so waiting would only delay the refusal.
+        let db = try openWrappingErrors(path: url.path, mode: .readWrite, busyTimeout: exclusively ? 0 : defaultTimeout)
         defer { db.close() }
+        if exclusively {
+            do {
+                _ = try db.query("PRAGMA locking_mode = EXCLUSIVE")
+                try db.execute("BEGIN EXCLUSIVE")
+                try db.execute("COMMIT")
+            } catch let error as CoreDataError where error.sqliteResultCode == 5 || error.code == .persistentStoreTimeout {  // SQLITE_BUSY
+                throw CoreDataError(.persistentStoreTimeout,
+                                    "the store at \(url.path) is open in another connection or process; close it there first",
+                                    userInfo: [CoreDataError.underlyingErrorKey: error, CoreDataError.filePathErrorKey: url.path])
+            }
+        }
         try db.transaction {
             let objects = try db.query("SELECT type, name FROM sqlite_master WHERE name LIKE 'OGH\\_%' ESCAPE '\\' AND type IN ('trigger', 'table') ORDER BY type = 'table'")
             for row in objects {

@@ -27,6 +27,19 @@ public final class SQLiteStore: PersistentStore {
     public static let manualVacuumOption = SQLiteStoreOptions.manualVacuumKey
     /// Seconds to wait for another connection's lock; the default is 5.
     public static let defaultTimeout: TimeInterval = 5
+    /// With `readOnlyOption`: open the file as an ordinary SQLite reader
+    /// (shared locks, WAL index) instead of `immutable=1`, so every commit
+    /// other connections and processes make while the store is open is seen,
+    /// and nothing is read torn while they write. The cost: SQLite creates
+    /// `-wal` and `-shm` beside a WAL-mode file that has none (and leaves
+    /// them), so the directory must be writable. For readers that follow a
+    /// store other programs write (the change log, `storesyncctl log --follow`).
+    ///
+    /// ```swift
+    /// let store = SQLiteStore(model: model, configurationName: nil, url: url,
+    ///                         options: [PersistentStore.readOnlyOption: true, SQLiteStore.liveReadOnlyOption: true])
+    /// ```
+    public static let liveReadOnlyOption = "ObjectGraphLiveReadOnlyOption"
 
     public private(set) var schema: SQLiteSchema?
     private var connection: SQLiteConnection?
@@ -156,7 +169,7 @@ public final class SQLiteStore: PersistentStore {
         // Validate through a read-only connection first, so a file we refuse
         // (wrong hashes, foreign schema, corrupt) is never written to: even
         // switching the journal mode would change its header.
-        let readerMode = isReadOnly ? Self.readOnlyOpenMode(forFileAt: url) : .readOnly
+        let readerMode = isReadOnly && !boolOption(Self.liveReadOnlyOption) ? Self.readOnlyOpenMode(forFileAt: url) : .readOnly
         let reader = try Self.openWrappingErrors(path: url.path, mode: readerMode, busyTimeout: timeout)
         let (fileMetadata, fileSchema) = try validate(reader, url: url)
         let db: SQLiteConnection

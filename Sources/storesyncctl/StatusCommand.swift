@@ -1,0 +1,95 @@
+import ArgumentParser
+import Foundation
+import StoreSyncControl
+
+/// `storesyncctl status [GROUP] [--json]`: where every group and store of
+/// the running daemon stands, with an exit status scripts and monitoring
+/// can test (0 in sync, 1 not, 3 daemon not running).
+struct StatusCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status",
+        abstract: "Show the daemon and each group's stores: state, positions, lag, conflicts.",
+        discussion: """
+            Asks the running storesyncd through its control socket. Per store: its state \
+            (ok, paused, catching-up, failed with the reason), history positions (what the hub \
+            pulled through / the store's newest; what was pushed / the hub's newest), lag to the \
+            hub in store transactions and seconds, conflicts waiting and the last error. A group \
+            busy with a long round is shown from its last round, marked with its age.
+
+            "In sync" means every store is ok with no conflict waiting; a paused store is not in sync.
+
+            Examples:
+              storesyncctl status
+              storesyncctl status demo
+              storesyncctl status --json | jq '.groups[].stores[] | select(.state != "ok")'
+              storesyncctl status --socket /tmp/demo/run/control.sock
+
+            \(DaemonExit.help)
+            """
+    )
+
+    @Argument(help: "Only this group.")
+    var group: String?
+
+    @Flag(help: "Print the daemon's answer as one JSON object (fields in docs/CONTROL.md).")
+    var json = false
+
+    @OptionGroup var daemon: DaemonOptions
+
+    func run() throws {
+        var fields: [String: JSONValue] = [:]
+        if let group { fields["group"] = .string(group) }
+        let reply = daemon.require(.status, fields)
+        if json {
+            ControlOutput.printJSON(reply)
+        } else {
+            print(Self.render(reply), terminator: "")
+        }
+        if reply["in_sync"]?.bool != true { throw DaemonExit.notOK }
+    }
+
+    /// The human form: one line about the daemon, a table of stores, and
+    /// what needs attention under it.
+    static func render(_ reply: JSONValue, now: Date = Date()) -> String {
+        let daemon = reply["daemon"] ?? .null
+        var out = "storesyncd \(ControlOutput.cell(daemon["version"])), pid \(ControlOutput.cell(daemon["pid"])), "
+            + "up \(ControlOutput.duration(daemon["uptime_s"]?.double ?? 0)), \(ControlOutput.cell(daemon["state"]))\n"
+        out += "config \(ControlOutput.cell(daemon["config"])), socket \(ControlOutput.cell(daemon["control_socket"]))\n\n"
+        var rows: [[String]] = []
+        var notes: [String] = []
+        var total = 0, ok = 0
+        for group in reply["groups"]?.array ?? [] {
+            let name = ControlOutput.cell(group["name"])
+            if let error = group["error"]?.string { notes.append("group \(name): \(error)") }
+            if group["fresh"]?.bool == false {
+                let asOf = group["as_of"]?.string
+                notes.append("group \(name) is busy; shown as of its last round, \(asOf == nil ? "none yet" : ControlOutput.ago(asOf, now: now))")
+            }
+            for store in group["stores"]?.array ?? [] {
+                total += 1
+                let state = ControlOutput.cell(store["state"])
+                let conflicts = store["conflicts_waiting"]?.int ?? 0
+                if state == "ok" && conflicts == 0 { ok += 1 }
+                let positions = store["positions"] ?? .null
+                let lag = store["lag"] ?? .null
+                rows.append([
+                    name, ControlOutput.cell(store["name"]), ControlOutput.state(state),
+                    positions.isNull ? "-" : "\(ControlOutput.cell(positions["pulled_through"]))/\(ControlOutput.cell(positions["store"]))",
+                    positions.isNull ? "-" : "\(ControlOutput.cell(positions["pushed_through"]))/\(ControlOutput.cell(positions["hub"]))",
+                    lag.isNull ? "-" : "\(ControlOutput.cell(lag["transactions"])) tx, \(ControlOutput.duration(lag["seconds"]?.double ?? 0))",
+                    conflicts > 0 ? ControlOutput.paint("\(conflicts)", .red) : ControlOutput.cell(store["conflicts_waiting"]),
+                ])
+                if let error = store["last_error"]?.string {
+                    notes.append("\(name)/\(ControlOutput.cell(store["name"])): \(state == "failed" ? "failed: " : "last error: ")\(error)")
+                }
+            }
+        }
+        out += ControlOutput.table(["GROUP", "STORE", "STATE", "PULLED/STORE", "PUSHED/HUB", "LAG", "CONFLICTS"], rows)
+        if !notes.isEmpty { out += "\n" + notes.map { "  \($0)" }.joined(separator: "\n") + "\n" }
+        let summary = reply["in_sync"]?.bool == true
+            ? ControlOutput.paint("All \(total) store\(total == 1 ? "" : "s") in sync.", .green)
+            : ControlOutput.paint("\(ok) of \(total) store\(total == 1 ? "" : "s") in sync.", .yellow)
+        out += "\n\(summary)\n"
+        return out
+    }
+}
