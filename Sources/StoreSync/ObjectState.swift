@@ -34,6 +34,26 @@ public struct ObjectState: @unchecked Sendable {
         }
     }
 
+    /// Whether two attribute values are the same stored value: the common
+    /// scalar types compared directly, anything else as canonical text.
+    static func sameAttribute(_ a: Any?, _ b: Any?) -> Bool {
+        switch (a, b) {
+        case (nil, nil): return true
+        case (nil, let other?), (let other?, nil): return other is NSNull
+        case let (x as String, y as String): return x == y
+        case let (x as Int64, y as Int64): return x == y
+        case let (x as Int32, y as Int32): return x == y
+        case let (x as Int16, y as Int16): return x == y
+        case let (x as Int, y as Int): return x == y
+        case let (x as Double, y as Double): return x.bitPattern == y.bitPattern
+        case let (x as Bool, y as Bool): return x == y
+        case let (x as Date, y as Date): return x == y
+        case let (x as Data, y as Data): return x == y
+        case let (x as UUID, y as UUID): return x == y
+        default: return canonical(a) == canonical(b)
+        }
+    }
+
     /// A value as comparable text that does not depend on a dictionary's iteration order.
     static func canonical(_ value: Any?) -> String {
         switch value {
@@ -56,12 +76,40 @@ final class GraphAccess {
     let context: ManagedObjectContext
     private var inserted: [UUID: ManagedObject] = [:]
     private var known: [ManagedObjectID: UUID] = [:]
+    /// Objects `load(_:)` fetched, and identifiers it found no object for.
+    private var loaded: [UUID: ManagedObject] = [:]
+    private var absent: Set<UUID> = []
+    /// Set by `apply(_:to:)` when a destination or member it was given is not
+    /// in this context's store (yet): the caller writes the object again once
+    /// the rest is there.
+    private(set) var missedReference = false
 
     init(context: ManagedObjectContext) { self.context = context }
+
+    /// Fetches the objects of many identifiers at once (one identifier query
+    /// per few hundred, one fetch per entity and few hundred objects), so
+    /// `object(_:)` then answers from memory instead of two queries each.
+    func load(_ gids: [UUID]) throws {
+        let wanted = gids.filter { inserted[$0] == nil && loaded[$0] == nil && !absent.contains($0) }
+        guard !wanted.isEmpty else { return }
+        let ids = try context.objectIDs(forGlobalIdentifiers: wanted)
+        var objects: [UUID: ManagedObject] = [:]
+        for (gid, id) in ids {
+            known[id] = gid
+            objects[gid] = context.object(with: id)
+        }
+        try context.prefetch([], for: Array(objects.values))
+        for gid in wanted {
+            // Still a fault: its row went away after the identifier was read.
+            if let object = objects[gid], !object.isFault { loaded[gid] = object } else { absent.insert(gid) }
+        }
+    }
 
     /// The live object with this identifier (nil: none, or deleted in this context).
     func object(_ gid: UUID) throws -> ManagedObject? {
         if let pending = inserted[gid] { return pending.isDeleted ? nil : pending }
+        if let found = loaded[gid] { return found.isDeleted ? nil : found }
+        if absent.contains(gid) { return nil }
         guard let object = try context.existingObject(withGlobalIdentifier: gid) else { return nil }
         known[object.objectID] = gid
         return object.isDeleted ? nil : object
@@ -73,6 +121,36 @@ final class GraphAccess {
         let found = try context.persistentStoreCoordinator.globalIdentifiers(for: [object.objectID])[object.objectID]
         if let found { known[object.objectID] = found }
         return found
+    }
+
+    /// The states of many objects: their to-many members are loaded for all
+    /// of them at once and the identifiers of every destination and member
+    /// asked in one call, instead of per relationship and per object.
+    func states(of objects: [ManagedObject]) throws -> [ObjectState] {
+        var toMany: Set<String> = []
+        for object in objects {
+            for case let rel as RelationshipDescription in object.entity.properties where rel.isToMany && !rel.isTransient { toMany.insert(rel.name) }
+        }
+        if !toMany.isEmpty {
+            var byEntity: [ObjectIdentifier: [ManagedObject]] = [:]
+            for object in objects { byEntity[ObjectIdentifier(object.entity), default: []].append(object) }
+            for group in byEntity.values {
+                let names = group[0].entity.properties.compactMap { ($0 as? RelationshipDescription).flatMap { $0.isToMany && !$0.isTransient ? $0.name : nil } }
+                if !names.isEmpty { try context.prefetch(names, for: group) }
+            }
+        }
+        var unknown: [ManagedObjectID] = []
+        for object in objects {
+            for case let rel as RelationshipDescription in object.entity.properties where !rel.isTransient {
+                let value = try object.value(forKey: rel.name)
+                let related = (value as? ManagedObject).map { [$0] } ?? (value as? [ManagedObject]) ?? (value as? Set<ManagedObject>).map(Array.init) ?? []
+                for member in related where known[member.objectID] == nil && !member.objectID.isTemporaryID { unknown.append(member.objectID) }
+            }
+        }
+        if !unknown.isEmpty {
+            for (id, gid) in try context.persistentStoreCoordinator.globalIdentifiers(for: unknown) { known[id] = gid }
+        }
+        return try objects.map(state(of:))
     }
 
     func insert(_ entityName: String, gid: UUID) throws -> ManagedObject {
@@ -114,10 +192,12 @@ final class GraphAccess {
             switch value {
             case .attribute(let v):
                 guard property is AttributeDescription else { continue }
-                if ObjectState.canonical(try object.value(forKey: name)) != ObjectState.canonical(v) { try object.setValue(v, forKey: name) }
+                // Setting an unchanged value would still mark the object updated.
+                if !ObjectState.sameAttribute(try object.value(forKey: name), v) { try object.setValue(v, forKey: name) }
             case .toOne(let gid):
                 guard let rel, !rel.isToMany else { continue }
                 let target = try gid.flatMap(self.object)
+                if gid != nil && target == nil { missedReference = true }
                 if (try object.value(forKey: name) as? ManagedObject) !== target { try object.setValue(target, forKey: name) }
             case .members(let gids):
                 // A complete membership (a whole object copied: a push, a
@@ -125,13 +205,14 @@ final class GraphAccess {
                 // keep it: the members' own states may not travel with it.
                 guard let rel, rel.isToMany else { continue }
                 let members = try gids.compactMap(self.object)
+                if members.count != gids.count { missedReference = true }
                 try object.setValue(rel.isOrdered ? members as Any : Set(members) as Any, forKey: name)
             case .memberChange(let added, let removed, let positions):
                 guard let rel, rel.isToMany else { continue }
                 let keptByInverse = rel.inverseRelationship.map { !$0.isToMany } ?? false
                 if !keptByInverse {
                     let set = try object.mutableSetValue(forKey: name)
-                    for gid in added { if let member = try self.object(gid) { try set.insert(member) } }
+                    for gid in added { if let member = try self.object(gid) { try set.insert(member) } else { missedReference = true } }
                     for gid in removed { if let member = try self.object(gid) { try set.remove(member) } }
                 }
                 if rel.isOrdered && !positions.isEmpty { try reorder(object, rel, positions) }
@@ -152,12 +233,20 @@ final class GraphAccess {
         if sorted.map(ObjectIdentifier.init) != members.map(ObjectIdentifier.init) { try owner.setValue(sorted, forKey: rel.name) }
     }
 
-    /// Forgets objects between batches (the context is reset by the caller).
+    /// Forgets objects between batches: the context is reset and the
+    /// coordinator's row cache emptied, so memory stays bounded by a batch.
     func reset() {
         inserted = [:]
         known = [:]
+        loaded = [:]
+        absent = []
+        missedReference = false
         context.reset()
+        context.persistentStoreCoordinator.discardCachedRows()
     }
+
+    /// Clears `missedReference` before the next object.
+    func clearMissedReference() { missedReference = false }
 }
 
 extension PersistentHistoryChange {

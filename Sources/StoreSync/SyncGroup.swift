@@ -29,6 +29,10 @@ public final class SyncGroup {
         let store: PersistentStore
         let access: GraphAccess
         var paused = false
+        /// The store history position up to which, after the cursor, only
+        /// the engine's own transactions were found (in memory: a push then
+        /// looks for application changes only after it).
+        var checkedThrough: Int64 = 0
         var lastError: String?
         var failed = false
         var name: String { configuration.name }
@@ -112,7 +116,8 @@ public final class SyncGroup {
         openWaitingStores()
         var moved = false
         for member in members where !member.paused { moved = attempt(member) { try pull(member) } || moved }
-        for member in members where !member.paused { moved = attempt(member) { try push(member) } || moved }
+        moved = pushAll() || moved
+        try commitPushBookkeeping()
         return moved
     }
 
@@ -152,7 +157,23 @@ public final class SyncGroup {
         let changed = try member(name)
         guard !changed.paused else { return }
         _ = attempt(changed) { try pull(changed) }
-        for member in members where !member.paused { _ = attempt(member) { try push(member) } }
+        pushAll()
+        try commitPushBookkeeping()
+    }
+
+    /// Pushes to every store not paused (stores at the same position
+    /// together, see `executePushes`); the round's hub bookkeeping is left
+    /// for `commitPushBookkeeping`.
+    @discardableResult
+    private func pushAll() -> Bool {
+        var runs: [PushRun] = []
+        for member in members where !member.paused {
+            _ = attempt(member) {
+                if let run = try pushPlan(member) { runs.append(run) }
+                return false
+            }
+        }
+        return executePushes(runs)
     }
 
     public func pause(_ name: String) throws { try member(name).paused = true }
@@ -160,37 +181,125 @@ public final class SyncGroup {
 
     // MARK: - Pull
 
-    /// Applies the store's history after its cursor to the hub, one hub
-    /// transaction per store transaction (cursor included).
+    /// Row changes per chunk: a pull commits the store transactions it reads
+    /// in hub transactions of about this many changes, and a push writes the
+    /// hub's changes in saves of about this many, so what the engine holds
+    /// at once is bounded by it (and by the largest single store transaction).
+    var chunkChanges = 2_000
+
+    /// What the engine did, for tests that check how it worked, not only
+    /// the result (counted since the group was opened).
+    struct Statistics {
+        var hubCommits = 0
+        /// The most objects one pull's hub transaction carried.
+        var largestPullBatch = 0
+        /// The most objects one save of a push wrote.
+        var largestPushSave = 0
+    }
+    var statistics = Statistics()
+
+    /// Applies the store's history after its cursor to the hub: the store
+    /// transactions are read in chunks and each chunk is committed in one hub
+    /// transaction together with the cursor that says what it covers.
     @discardableResult
     func pull(_ member: Member) throws -> Bool {
         guard var cursor = try hub.cursor(for: member.name) else {
             try bootstrap(member)
             return true
         }
-        let transactions = try member.coordinator.execute(.fetchHistory(after: member.token(cursor.pulledThrough))).transactions
-        guard !transactions.isEmpty else { return false }
-        let marks = try pushMarks(member)
-        let hubLog = try hub.changes(after: cursor.base)
-        let held = Set(try hub.conflicts(store: member.name, includingResolved: false).map(\.globalIdentifier))
         var moved = false
-        for transaction in transactions {
-            // The base moves with each push the store received (no echo: pushes are not applied back).
-            for mark in marks where mark.storePosition < transaction.token.position { cursor.base = max(cursor.base, mark.hubPosition) }
-            var batch = HubBatch(origin: member.name)
-            if transaction.author == Self.author {
-                if let position = transaction.contextName.flatMap(Self.pushedPosition) { cursor.base = max(cursor.base, position) }
-            } else {
-                let base = cursor.base
-                let log = hubLog.filter { $0.position > base && $0.origin != member.name }
-                for change in transaction.changes where !held.contains(change.globalIdentifier) {
-                    try settle(change, from: member, base: base, hubLog: log, into: &batch)
+        var marks: [(storePosition: Int64, hubPosition: Int64)]?
+        var held: Set<UUID>?
+        // The hub's changes since the store's base that did not come from it,
+        // by object: read once per pull (the hub only changes by this pull
+        // meanwhile, and those changes are the store's own).
+        var hubLog: [UUID: [HubChange]]?
+        defer { member.context.performAndWait { member.access.reset() } }
+        while true {
+            let scan = PersistentHistoryChangeRequest.fetchHistory(after: member.token(cursor.pulledThrough))
+            scan.resultType = .transactionsOnly
+            scan.changeLimit = chunkChanges
+            let transactions = try member.coordinator.execute(scan).transactions
+            guard !transactions.isEmpty else { break }
+            if marks == nil { marks = try pushMarks(member) }
+            if held == nil { held = Set(try hub.conflicts(store: member.name, includingResolved: false).map(\.globalIdentifier)) }
+            // The application transactions of the chunk, read whole (the engine's
+            // own pushes only move the base), in place of their scanned entries.
+            var chunk = transactions
+            var runStart = cursor.pulledThrough, runFirst = 0, runLength = 0, previous = cursor.pulledThrough
+            func readRun() throws {
+                guard runLength > 0 else { return }
+                let request = PersistentHistoryChangeRequest.fetchHistory(after: member.token(runStart))
+                request.fetchLimit = runLength
+                let read = try member.coordinator.execute(request).transactions
+                guard read.count == runLength else {
+                    throw CoreDataError(.persistentStoreOperation, "the history of store \(member.name) changed while it was read (after position \(runStart))")
                 }
+                // A foreign writer's run at the end of the history may have grown
+                // since the scan: the read transaction, with its own token, counts.
+                for (offset, transaction) in read.enumerated() { chunk[runFirst + offset] = transaction }
+                runLength = 0
             }
-            cursor.pulledThrough = transaction.token.position
-            batch.cursor = cursor
-            try hub.commit(batch)
-            moved = true
+            for (index, transaction) in transactions.enumerated() {
+                if transaction.author == Self.author {
+                    try readRun()
+                } else {
+                    if runLength == 0 { runStart = previous; runFirst = index }
+                    runLength += 1
+                }
+                previous = transaction.token.position
+            }
+            try readRun()
+
+            var batch = HubBatch(origin: member.name)
+            var touched = Set<UUID>()
+            var covered = cursor
+            func commit() throws {
+                batch.cursor = covered
+                try hub.commit(batch)
+                statistics.hubCommits += 1
+                statistics.largestPullBatch = max(statistics.largestPullBatch, batch.inserts.count + batch.updates.count + batch.deletes.count)
+                cursor = covered
+                moved = true
+                batch = HubBatch(origin: member.name)
+                touched = []
+            }
+            for transaction in chunk {
+                // The base moves with each push the store received (no echo: pushes are not applied back).
+                for mark in marks! where mark.storePosition < transaction.token.position { covered.base = max(covered.base, mark.hubPosition) }
+                if transaction.author == Self.author {
+                    if let position = transaction.contextName.flatMap(Self.pushedPosition) { covered.base = max(covered.base, position) }
+                } else {
+                    let changes = transaction.changes.filter { !held!.contains($0.globalIdentifier) }
+                    let gids = changes.map(\.globalIdentifier)
+                    // Transactions of one hub batch must touch different objects:
+                    // each is then settled against the hub as it was before the
+                    // batch, exactly as if it had been committed alone.
+                    if gids.contains(where: touched.contains) { try commit() }
+                    let base = covered.base
+                    if hubLog == nil {
+                        var log: [UUID: [HubChange]] = [:]
+                        var from = base
+                        while true {
+                            let page = try hub.changes(after: from, excludingOrigin: member.name, changeLimit: chunkChanges)
+                            for change in page.changes { log[change.globalIdentifier, default: []].append(change) }
+                            if page.through == from { break }
+                            from = page.through
+                        }
+                        hubLog = log
+                    }
+                    let states = try hub.states(of: gids)
+                    for change in changes {
+                        let log = (hubLog![change.globalIdentifier] ?? []).filter { $0.position > base && $0.origin != member.name }
+                        try settle(change, from: member, base: base, hubState: states[change.globalIdentifier], hubChanges: log, into: &batch)
+                    }
+                    touched.formUnion(gids)
+                    // A conflict holds the object: the store's later changes to it wait for the resolution.
+                    for conflict in batch.newConflicts { held!.insert(conflict.globalIdentifier) }
+                }
+                covered.pulledThrough = transaction.token.position
+            }
+            try commit()
         }
         return moved
     }
@@ -201,12 +310,10 @@ public final class SyncGroup {
     }
 
     /// Decides one store change against the hub (the policy table in docs/SYNC.md).
-    private func settle(_ change: PersistentHistoryChange, from member: Member, base: Int64, hubLog: [HubChange],
-                        into batch: inout HubBatch) throws {
+    private func settle(_ change: PersistentHistoryChange, from member: Member, base: Int64, hubState: ObjectState?,
+                        hubChanges: [HubChange], into batch: inout HubBatch) throws {
         let gid = change.globalIdentifier
         let policy = member.configuration.policy
-        let hubState = try hub.state(of: gid)
-        let hubChanges = hubLog.filter { $0.globalIdentifier == gid }
         var hubChanged: [String: Any?] = [:]
         for entry in hubChanges.reversed() { for (name, old) in entry.changedProperties { hubChanged[name] = old } }
         let storeChanged = Set(change.values.keys.filter { name in
@@ -306,10 +413,14 @@ public final class SyncGroup {
         try member.context.performAndWait {
             defer { member.access.reset() }
             for entity in configuration.model.entities where entity.superentity == nil {
-                for object in try member.context.fetch(FetchRequest(entityName: entity.name)) {
-                    guard let gid = try member.access.globalIdentifier(of: object) else { continue }
-                    let state = try member.access.state(of: object)
-                    if let existing = try hub.state(of: gid) {
+                let objects = try member.context.fetch(FetchRequest(entityName: entity.name))
+                let gids = try member.coordinator.globalIdentifiers(for: objects.map(\.objectID))
+                let present = objects.filter { gids[$0.objectID] != nil }
+                let states = try member.access.states(of: present)
+                let existingStates = try hub.states(of: present.compactMap { gids[$0.objectID] })
+                for (object, state) in zip(present, states) {
+                    let gid = gids[object.objectID]!
+                    if let existing = existingStates[gid] {
                         let differing = state.values.filter { !ObjectState.same($0.value, existing.values[$0.key]) }
                         guard !differing.isEmpty else { continue }
                         switch member.configuration.policy {
@@ -328,92 +439,352 @@ public final class SyncGroup {
 
     // MARK: - Push
 
+    /// What a round's pushes leave for the hub: the positions they took the
+    /// stores to and the pending objects they wrote. Committed in one hub
+    /// transaction after the round's pushes (`commitPushBookkeeping`); the
+    /// store's own metadata is what counts, so losing it in a crash only
+    /// means pending objects are written again.
+    private var pushBookkeeping: [String: (pushedThrough: Int64, fullPushDone: Bool, pendingWritten: Set<UUID>)] = [:]
+
+    /// One store's push in a round: what it must write, then how it went.
+    final class PushRun {
+        let member: Member
+        let store: SQLiteStore
+        let cursor: SyncCursor
+        let hubPosition: Int64
+        let pushed: Int64
+        let pending: Set<UUID>
+        let held: Set<UUID>
+        var full: Bool
+        var skipped = false
+        var failure: Error?
+        var before: Int64 = 0
+        var reached: Int64 = 0
+        var wroteObjects = false
+        /// Objects whose destination or member was not in the store yet (it
+        /// comes in a later save): written again at the end.
+        var again: [UUID] = []
+        var writing: Bool { !skipped && failure == nil }
+
+        init(member: Member, store: SQLiteStore, cursor: SyncCursor, hubPosition: Int64, pushed: Int64, pending: Set<UUID>,
+             held: Set<UUID>, full: Bool) {
+            self.member = member
+            self.store = store
+            self.cursor = cursor
+            self.hubPosition = hubPosition
+            self.pushed = pushed
+            self.pending = pending
+            self.held = held
+            self.full = full
+        }
+    }
+
+    /// A failure to read the hub during pushes: every push of the group rolls back.
+    struct HubReadFailure: Error { let underlying: Error }
+
     /// Writes into the store every hub change it has not seen (except its
     /// own pulled changes) and every object pending for it, in one store
-    /// transaction that also records the hub position applied.
+    /// transaction that also records the hub position applied (see
+    /// `executePushes`).
     @discardableResult
     func push(_ member: Member) throws -> Bool {
-        guard var cursor = try hub.cursor(for: member.name) else { return false }
-        // A store change not pulled yet is settled at the hub first; its result comes back next round.
-        let unpulled = try member.coordinator.execute(.fetchHistory(after: member.token(cursor.pulledThrough))).transactions
-        if unpulled.contains(where: { $0.author != Self.author }) { return false }
+        guard let run = try pushPlan(member) else { return false }
+        executePushes([run])
+        if let failure = run.failure { throw failure }
+        return run.wroteObjects
+    }
 
+    /// Decides what a push must write (nil: nothing). A store that receives
+    /// nothing has its received position advanced here now and then.
+    func pushPlan(_ member: Member) throws -> PushRun? {
+        guard let cursor = try hub.cursor(for: member.name) else { return nil }
         let hubPosition = try hub.currentPosition()
         let pushedKey = Self.metadataKey(configuration.name, "pushedThrough")
         let pushed = (member.store.metadata[pushedKey] as? Int).map(Int64.init) ?? (member.store.metadata[pushedKey] as? Int64) ?? 0
         let pending = try hub.pending(for: member.name)
-        var objects = Set<UUID>()
-        if cursor.needsFullPush {
-            objects = Set(try hub.allObjects())
-        } else {
-            guard hubPosition > pushed || !pending.isEmpty else { return false }
+        var full = cursor.needsFullPush
+        if !full && pending.isEmpty {
+            guard hubPosition > pushed else { return nil }
+            // Anything for this store? Its own pulls are skipped unread.
+            var from = pushed, found = false
             do {
-                for change in try hub.changes(after: pushed) where change.origin != member.name { objects.insert(change.globalIdentifier) }
+                while !found {
+                    let page = try hub.changes(after: from, excludingOrigin: member.name, changeLimit: chunkChanges)
+                    found = !page.changes.isEmpty
+                    if page.through == from { break }
+                    from = page.through
+                }
             } catch let error as CoreDataError where error.code == .persistentHistoryTokenExpired {
-                objects = Set(try hub.allObjects())
+                full = true
+                found = true
+            }
+            if !found {
+                // Only the store's own changes and the hub's bookkeeping moved.
+                // A store only written by its application receives nothing, so its
+                // received position would never move and every pull and push would
+                // read the hub's history from there again. Now and then record
+                // that it has seen everything up to here (metadata only: no row
+                // changes, so no file event loop; a mark keeps its base exact).
+                if hubPosition - pushed >= Self.idleAdvanceStep {
+                    let before = try member.coordinator.currentPersistentHistoryToken(fromStores: [member.store])?.position ?? 0
+                    member.store.metadata[pushedKey] = Int(hubPosition)
+                    do {
+                        try recordPushMark(member, storePosition: before, hubPosition: hubPosition)
+                    } catch {
+                        member.store.metadata[pushedKey] = Int(pushed)
+                        throw error
+                    }
+                    notePush(member, hubPosition: hubPosition, fullPushDone: false, pendingWritten: [])
+                }
+                return nil
             }
         }
-        objects.formUnion(pending)
-        // An object in conflict keeps the store's version until resolved.
-        objects.subtract(try hub.conflicts(store: member.name, includingResolved: false).map(\.globalIdentifier))
-        // Only the hub's bookkeeping moved (cursors of other stores): nothing to write.
-        if objects.isEmpty && !cursor.needsFullPush {
-            // A store only written by its application receives nothing, so its
-            // received position would never move and every pull and push would
-            // read the hub's history from there again. Now and then record
-            // that it has seen everything up to here (metadata only: no row
-            // changes, so no file event loop; a mark keeps its base exact).
-            if hubPosition - pushed >= Self.idleAdvanceStep {
-                let before = try member.coordinator.currentPersistentHistoryToken(fromStores: [member.store])?.position ?? 0
-                member.store.metadata[pushedKey] = Int(hubPosition)
-                try recordPushMark(member, storePosition: before, hubPosition: hubPosition)
-            }
-            return false
+        guard let store = member.store as? SQLiteStore else {
+            throw CoreDataError(.persistentStoreOperation, "store \(member.name) of sync group \(configuration.name) is not a SQLite store")
         }
+        // Positions only grow in one file; a lower one means another file now.
+        if try (member.coordinator.currentPersistentHistoryToken(fromStores: [member.store])?.position ?? 0) < member.checkedThrough {
+            member.checkedThrough = 0
+        }
+        let held = Set(try hub.conflicts(store: member.name, includingResolved: false).map(\.globalIdentifier))
+        return PushRun(member: member, store: store, cursor: cursor, hubPosition: hubPosition, pushed: pushed, pending: pending,
+                       held: held, full: full)
+    }
 
-        let before = try member.coordinator.currentPersistentHistoryToken(fromStores: [member.store])?.position ?? 0
-        var wroteRows = false
+    /// Runs pushes, each in one store transaction of its own in which the
+    /// objects are written in saves of about `chunkChanges` hub changes, so
+    /// memory stays bounded and a crash still leaves all or nothing. Stores
+    /// that start from the same hub position are pushed together: each page
+    /// of the hub's changes and the hub states of its objects are read once
+    /// for all of them, and each store gets its part. A store whose write
+    /// fails is rolled back alone; a failure to read the hub rolls back the
+    /// group. Sets each member's state (failed, last error).
+    /// - Returns: true when any push wrote objects.
+    @discardableResult
+    func executePushes(_ runs: [PushRun]) -> Bool {
+        var groups: [[PushRun]] = []
+        var byStart: [Int64: Int] = [:]
+        for run in runs {
+            // First pushes read the whole hub: together with each other only.
+            let key = run.full ? Int64.min : run.pushed
+            if let index = byStart[key] { groups[index].append(run) } else {
+                byStart[key] = groups.count
+                groups.append([run])
+            }
+        }
+        var moved = false
+        for group in groups {
+            do {
+                try pushTogether(group, 0)
+            } catch let failure as HubReadFailure {
+                for run in group where run.failure == nil && !run.skipped { run.failure = failure.underlying }
+            } catch {
+                for run in group where run.failure == nil && !run.skipped { run.failure = error }
+            }
+            for run in group {
+                let member = run.member
+                if let failure = run.failure {
+                    member.store.metadata[Self.metadataKey(configuration.name, "pushedThrough")] = Int(run.pushed)
+                    member.context.performAndWait { member.access.reset() }
+                    member.lastError = "\(failure)"
+                    member.failed = true
+                    continue
+                }
+                guard !run.skipped else { continue }
+                // Committed: up to here the store's history holds nothing the pull has
+                // not seen but this push (a rolled-back write would have left these
+                // positions free for an application's next commit).
+                member.checkedThrough = run.reached
+                notePush(member, hubPosition: run.hubPosition, fullPushDone: run.full || run.cursor.needsFullPush, pendingWritten: run.pending)
+                moved = moved || run.wroteObjects
+            }
+        }
+        return moved
+    }
+
+    /// Opens the store transactions of `runs[index...]` one inside the other,
+    /// writes the pages for all of them, then finishes and commits each.
+    private func pushTogether(_ runs: [PushRun], _ index: Int) throws {
+        guard index < runs.count else {
+            try writePages(runs)
+            return
+        }
+        let run = runs[index]
+        var opened = false
+        do {
+            try run.store.performInTransaction {
+                // Inside the store's write lock: no application can commit until the
+                // push does, so a change not pulled yet is seen here or not at all.
+                // Such a change is settled at the hub first; its result comes next round.
+                let unpulled = PersistentHistoryChangeRequest.fetchHistory(after: run.member.token(max(run.cursor.pulledThrough, run.member.checkedThrough)))
+                unpulled.resultType = .transactionsOnly
+                unpulled.transactionPredicate = try FetchPredicate(format: "author == nil OR author != %@", argumentArray: [Self.author])
+                unpulled.fetchLimit = 1
+                if !(try run.member.coordinator.execute(unpulled).transactions.isEmpty) {
+                    run.skipped = true
+                    return
+                }
+                run.before = try run.member.coordinator.currentPersistentHistoryToken(fromStores: [run.member.store])?.position ?? 0
+                opened = true
+                try pushTogether(runs, index + 1)
+                if let failure = run.failure { throw failure }
+                try finishPush(run)
+            }
+        } catch let failure as HubReadFailure {
+            throw failure
+        } catch {
+            if run.failure == nil { run.failure = error }
+        }
+        // Skipped or failed before the others started: they go on without this store.
+        if !opened { try pushTogether(runs, index + 1) }
+    }
+
+    /// The hub states of objects, a read failure marked as the hub's.
+    private func hubStates(_ objects: [UUID]) throws -> [UUID: ObjectState] {
+        do { return try hub.states(of: objects) } catch { throw HubReadFailure(underlying: error) }
+    }
+
+    /// Reads the hub's changes after the runs' common position page by page
+    /// (or the whole hub for first pushes) and writes each run its part.
+    private func writePages(_ runs: [PushRun]) throws {
+        let writing = runs.filter(\.writing)
+        guard let lead = writing.first else { return }
+        func write(_ page: [UUID], changes: [HubChange]?, first: Bool) throws {
+            let current = writing.filter(\.writing)
+            var parts: [[UUID]] = []
+            var union = Set<UUID>()
+            for run in current {
+                var gids = changes.map { $0.filter { $0.origin != run.member.name }.map(\.globalIdentifier) } ?? page
+                if first { gids += run.pending }
+                let objects = Array(Set(gids).subtracting(run.held))
+                parts.append(objects)
+                union.formUnion(objects)
+            }
+            guard !union.isEmpty else { return }
+            let states = try hubStates(Array(union))
+            for (run, objects) in zip(current, parts) {
+                do { try writePage(run, objects, states) } catch { run.failure = error }
+            }
+        }
+        if !lead.full {
+            var from = lead.pushed
+            var first = true
+            while true {
+                let page: (changes: [HubChange], through: Int64)
+                do {
+                    // One store alone skips its own pulls unread; several read them and each leaves out its own.
+                    page = try hub.changes(after: from, excludingOrigin: writing.count == 1 ? lead.member.name : nil, changeLimit: chunkChanges)
+                } catch let error as CoreDataError where error.code == .persistentHistoryTokenExpired && first {
+                    // Purged past the stores' position: the whole hub instead.
+                    for run in writing { run.full = true }
+                    break
+                } catch {
+                    throw HubReadFailure(underlying: error)
+                }
+                try write([], changes: page.changes, first: first)
+                first = false
+                if page.through == from || page.through >= lead.hubPosition { break }
+                from = page.through
+            }
+        }
+        if lead.full {
+            // The stores' first push, or their position was purged: the whole hub.
+            let all: [UUID]
+            do { all = try hub.allObjects() } catch { throw HubReadFailure(underlying: error) }
+            var start = 0
+            repeat {
+                try write(Array(all[start..<min(start + chunkChanges, all.count)]), changes: nil, first: start == 0)
+                start += chunkChanges
+            } while start < all.count
+        }
+    }
+
+    /// One save of a push: the hub states (or deletions) of `objects`.
+    private func writePage(_ run: PushRun, _ objects: [UUID], _ states: [UUID: ObjectState]) throws {
+        guard !objects.isEmpty else { return }
+        let member = run.member
+        run.wroteObjects = true
+        statistics.largestPushSave = max(statistics.largestPushSave, objects.count)
         try member.context.performAndWait {
             defer { member.access.reset() }
-            member.context.name = "push:\(hubPosition)"
-            var states: [(UUID, ObjectState)] = []
+            member.context.name = "push:\(run.hubPosition)"
+            try member.access.load(objects + objects.compactMap { states[$0] }.flatMap { EmbeddedHub.references($0.values) })
             // In identifier-text order; each text made once, not per comparison.
-            for gid in objects.map({ ($0.uuidString, $0) }).sorted(by: { $0.0 < $1.0 }).map(\.1) {
-                if let state = try hub.state(of: gid) {
-                    states.append((gid, state))
-                } else if let object = try member.access.object(gid) {
-                    member.context.delete(object)
-                }
+            let ordered = objects.map { ($0.uuidString, $0) }.sorted { $0.0 < $1.0 }.map(\.1)
+            for gid in ordered where states[gid] == nil {
+                if let object = try member.access.object(gid) { member.context.delete(object) }
             }
-            for (gid, state) in states where try member.access.object(gid) == nil { _ = try member.access.insert(state.entityName, gid: gid) }
-            for (gid, state) in states { if let object = try member.access.object(gid) { try member.access.apply(state.values, to: object) } }
-            member.store.metadata[pushedKey] = Int(hubPosition)
-            var saved: ContextChangeSet?
-            let observer = NotificationCenter.default.addObserver(forName: ManagedObjectContext.didSaveNotification, object: member.context, queue: nil) {
-                saved = $0.userInfo?[ManagedObjectContext.changeSetKey] as? ContextChangeSet
+            for gid in ordered {
+                guard let state = states[gid] else { continue }
+                if try member.access.object(gid) == nil { _ = try member.access.insert(state.entityName, gid: gid) }
             }
-            defer { NotificationCenter.default.removeObserver(observer) }
-            do {
-                try member.context.save()
-            } catch {
-                member.context.rollback()
-                member.store.metadata[pushedKey] = Int(pushed)
-                throw error
+            for gid in ordered {
+                guard let state = states[gid], let object = try member.access.object(gid) else { continue }
+                member.access.clearMissedReference()
+                try member.access.apply(state.values, to: object)
+                if member.access.missedReference { run.again.append(gid) }
             }
-            wroteRows = saved?.historyTokens[member.store.identifier] != nil
-            if !wroteRows {
-                // Nothing changed in the store, so no push transaction marks the
-                // base in its history: keep a mark in its metadata instead.
-                try recordPushMark(member, storePosition: before, hubPosition: hubPosition)
-            }
+            try member.context.save()
         }
+    }
+
+    /// Ends a push inside its store transaction: objects that missed a
+    /// reference written again, then the received position (and a mark when
+    /// no row changed) in the store's metadata.
+    private func finishPush(_ run: PushRun) throws {
+        let member = run.member
+        let missed = run.again
+        run.again = []
+        var start = 0
+        while start < missed.count {
+            let page = Array(missed[start..<min(start + chunkChanges, missed.count)])
+            try writePage(run, page, try hubStates(page))
+            start += chunkChanges
+        }
+        let after = try member.coordinator.currentPersistentHistoryToken(fromStores: [member.store])?.position ?? 0
+        member.store.metadata[Self.metadataKey(configuration.name, "pushedThrough")] = Int(run.hubPosition)
+        if after == run.before {
+            // Nothing changed in the store, so no push transaction marks the
+            // base in its history: keep a mark in its metadata instead.
+            try recordPushMark(member, storePosition: run.before, hubPosition: run.hubPosition)
+        } else {
+            try run.store.save(StoreSaveRequest())
+        }
+        run.reached = after
+    }
+
+    private func notePush(_ member: Member, hubPosition: Int64, fullPushDone: Bool, pendingWritten: Set<UUID>) {
+        var entry = pushBookkeeping[member.name] ?? (hubPosition, false, [])
+        entry.pushedThrough = max(entry.pushedThrough, hubPosition)
+        entry.fullPushDone = entry.fullPushDone || fullPushDone
+        entry.pendingWritten.formUnion(pendingWritten)
+        pushBookkeeping[member.name] = entry
+    }
+
+    /// Commits what the round's pushes leave for the hub in one hub
+    /// transaction: pending objects written, first pushes done, and the
+    /// hub's copy of each store's received position. The copy alone (the
+    /// store's metadata is authoritative; purging only needs it not ahead)
+    /// is written only once it lags by `idleAdvanceStep`, so a round that
+    /// carries one small change costs no hub commit for it.
+    func commitPushBookkeeping() throws {
+        guard !pushBookkeeping.isEmpty else { return }
+        let entries = pushBookkeeping
+        pushBookkeeping = [:]
         var batch = HubBatch(origin: nil)
-        cursor.pushedThrough = hubPosition
-        cursor.needsFullPush = false
-        batch.cursor = cursor
-        batch.pendingRemoved = pending.map { (member.name, $0) }
+        for (name, entry) in entries.sorted(by: { $0.key < $1.key }) {
+            guard var cursor = try hub.cursor(for: name) else { continue }
+            let needed = entry.fullPushDone && cursor.needsFullPush || !entry.pendingWritten.isEmpty
+                || entry.pushedThrough - cursor.pushedThrough >= Self.idleAdvanceStep
+            guard needed else { continue }
+            cursor.pushedThrough = max(cursor.pushedThrough, entry.pushedThrough)
+            if entry.fullPushDone { cursor.needsFullPush = false }
+            batch.cursors.append(cursor)
+            batch.pendingRemoved += entry.pendingWritten.map { (name, $0) }
+        }
+        guard !batch.isEmpty else { return }
         try hub.commit(batch)
-        return wroteRows || !objects.isEmpty
+        statistics.hubCommits += 1
     }
 
     /// How far the hub may move past a store that receives nothing before its
@@ -492,10 +863,15 @@ public final class SyncGroup {
             let cursor = try hub.cursor(for: member.name)
             let storePosition = try member.coordinator.currentPersistentHistoryToken(fromStores: [member.store])?.position ?? 0
             var lag = 0.0
-            if let cursor, storePosition > cursor.pulledThrough,
-               let first = try member.coordinator.execute(.fetchHistory(after: member.token(cursor.pulledThrough))).transactions
-                   .first(where: { $0.author != Self.author }) {
-                lag = max(0, Date().timeIntervalSince(first.timestamp))
+            if let cursor, storePosition > cursor.pulledThrough {
+                // The oldest application transaction not pulled: its fields only, nothing decoded.
+                let oldest = PersistentHistoryChangeRequest.fetchHistory(after: member.token(cursor.pulledThrough))
+                oldest.resultType = .transactionsOnly
+                oldest.transactionPredicate = try FetchPredicate(format: "author == nil OR author != %@", argumentArray: [Self.author])
+                oldest.fetchLimit = 1
+                if let first = try member.coordinator.execute(oldest).transactions.first {
+                    lag = max(0, Date().timeIntervalSince(first.timestamp))
+                }
             }
             // Behind the hub: data changes it has not received (the hub's own
             // bookkeeping moves its position too, so positions alone do not say).
@@ -504,7 +880,14 @@ public final class SyncGroup {
                 let pushedKey = Self.metadataKey(configuration.name, "pushedThrough")
                 let pushed = (member.store.metadata[pushedKey] as? Int).map(Int64.init) ?? cursor.pushedThrough
                 behind = try !hub.pending(for: member.name).isEmpty
-                    || hub.changes(after: pushed).contains { $0.origin != member.name }
+                // Page by page, the store's own pulls skipped unread, until one change is found.
+                var from = pushed
+                while !behind {
+                    let page = try hub.changes(after: from, excludingOrigin: member.name, changeLimit: chunkChanges)
+                    behind = !page.changes.isEmpty
+                    if page.through == from { break }
+                    from = page.through
+                }
             }
             let state: SyncStoreStatus.State = member.failed ? .failed : member.paused ? .paused
                 : (lag > 0 || behind) ? .catchingUp : .ok

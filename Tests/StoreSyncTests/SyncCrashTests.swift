@@ -24,11 +24,16 @@ import Testing
         return SyncGroupConfiguration(name: "crash", model: SyncFixtures.model(), stateDirectory: directory.appendingPathComponent("state"), stores: stores)
     }
 
-    @Test func engineKilledAtRandomPointsLosesDuplicatesAndEchoesNothing() async throws {
+    /// Run with the engine's defaults (0) and with chunks of 2 changes and hub
+    /// transactions written one object per save, so kills also land between
+    /// pull chunks, between the saves of a push and between the saves of a
+    /// hub transaction.
+    @Test(arguments: [0, 2])
+    func engineKilledAtRandomPointsLosesDuplicatesAndEchoesNothing(chunk: Int) async throws {
         let environment = ProcessInfo.processInfo.environment
         let seed = environment["STORESYNC_CRASH_SEED"].flatMap { UInt64($0.hasPrefix("0x") ? String($0.dropFirst(2)) : $0, radix: 16) } ?? 0xC4A5_0001
         let kills = Int(environment["STORESYNC_KILLS"] ?? "") ?? 25
-        let label = "sync crash seed 0x\(String(seed, radix: 16)) (rerun: scripts/sync-crash \(kills) \(String(seed, radix: 16)))"
+        let label = "sync crash seed 0x\(String(seed, radix: 16)), chunk \(chunk) (rerun: scripts/sync-crash \(kills) \(String(seed, radix: 16)))"
         print("\(label): \(kills) kills")
 
         let directory = try SyncFixtures.directory()
@@ -45,8 +50,12 @@ import Testing
 
         for kill in 0..<kills {
             let path = directory.path, delay = Int.random(in: 5...120, using: &rng)
-            await #expect(processExitsWith: .signal(SIGKILL), "\(label): kill \(kill)") { [path = path as String, delay = delay as Int] in
+            await #expect(processExitsWith: .signal(SIGKILL), "\(label): kill \(kill)") { [path = path as String, delay = delay as Int, chunk = chunk as Int] in
                 let group = try SyncGroup(configuration: SyncCrashTests.configuration(URL(fileURLWithPath: path)))
+                if chunk > 0 {
+                    group.chunkChanges = chunk
+                    (group.hub as? EmbeddedHub)?.partSize = 1
+                }
                 Thread.detachNewThread {
                     usleep(useconds_t(delay * 1000))
                     Foundation.kill(getpid(), SIGKILL)

@@ -35,6 +35,12 @@ extension ManagedObjectContext {
         try persistentStoreCoordinator.objectID(forGlobalIdentifier: globalIdentifier)
     }
 
+    /// The IDs of the objects global identifiers name in this context's
+    /// stores (those held); see the coordinator's method of the same name.
+    public func objectIDs(forGlobalIdentifiers globalIdentifiers: [UUID]) throws -> [UUID: ManagedObjectID] {
+        try persistentStoreCoordinator.objectIDs(forGlobalIdentifiers: globalIdentifiers)
+    }
+
     /// The object a global identifier names, or nil when no store holds it.
     ///
     /// ```swift

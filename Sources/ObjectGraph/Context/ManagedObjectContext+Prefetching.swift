@@ -14,6 +14,11 @@ extension ManagedObjectContext {
     /// faults are then loaded in one batch. Rows come from the coordinator's
     /// row cache when fresh enough (`stalenessInterval`), as a fault would.
     ///
+    /// With no key paths, only `objects` themselves are loaded: the faults
+    /// among them with one store round-trip per 500 (what a fault fired on
+    /// each would cost one query each for), as Core Data's fetch of
+    /// `SELF IN` objects with `returnsObjectsAsFaults` off does.
+    ///
     /// Objects already loaded are never reloaded, so pending changes stay;
     /// loading is not a change (nothing becomes updated). A destination whose
     /// row is gone stays a fault (firing it reports 133000). Objects of
@@ -23,13 +28,18 @@ extension ManagedObjectContext {
     /// let staff = try context.fetch(FetchRequest(entityName: "Employee"))
     /// try context.prefetch(["department.manager", "projects"], for: staff)
     /// // staff[i].department?.manager and staff[i].projects are now in memory.
+    /// try context.prefetch([], for: ids.map(context.object(with:)))   // the objects themselves
     /// ```
     /// - Throws: 134060 naming the path when a step is not a relationship
     ///   of the entity it is read from (unknown key, attribute, fetched
     ///   property, empty step); nothing is loaded then. Store errors pass through.
     public func prefetch(_ keyPaths: [String], for objects: [ManagedObject]) throws {
         checkConfinement()
-        guard !keyPaths.isEmpty, !objects.isEmpty else { return }
+        guard !objects.isEmpty else { return }
+        guard !keyPaths.isEmpty else {
+            try fulfillFaults(Self.unique(objects.filter { $0.belongs(to: self) && !$0.objectID.isTemporaryID }))
+            return
+        }
         var roots: [ObjectIdentifier: EntityDescription] = [:]
         for object in objects { roots[ObjectIdentifier(object.entity)] = object.entity }
         // Every path is checked before anything is loaded: a bad path must

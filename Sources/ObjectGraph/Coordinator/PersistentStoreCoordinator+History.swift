@@ -99,6 +99,24 @@ extension PersistentStoreCoordinator {
         return out
     }
 
+    /// The IDs of the objects global identifiers name, each from the first
+    /// store that holds it; identifiers no store holds are left out. One
+    /// call for many objects costs a query per few hundred of them, where
+    /// `objectID(forGlobalIdentifier:)` costs two per object.
+    ///
+    /// ```swift
+    /// let ids = try coordinator.objectIDs(forGlobalIdentifiers: changes.map(\.globalIdentifier))
+    /// ```
+    public func objectIDs(forGlobalIdentifiers globalIdentifiers: [UUID]) throws -> [UUID: ManagedObjectID] {
+        var out: [UUID: ManagedObjectID] = [:]
+        var missing = globalIdentifiers
+        for store in persistentStores where !missing.isEmpty {
+            out.merge(try store.objectIDs(forGlobalIdentifiers: missing)) { a, _ in a }
+            missing = missing.filter { out[$0] == nil }
+        }
+        return out
+    }
+
     /// The ID of the object a global identifier names, in the first store that holds it.
     public func objectID(forGlobalIdentifier globalIdentifier: UUID) throws -> ManagedObjectID? {
         for store in persistentStores {

@@ -129,6 +129,32 @@ public final class PersistentStoreCoordinator: NSLocking {
         }
     }
 
+    /// Empties the coordinator's row cache (Core Data's cache of the last
+    /// row read or saved for each object) for `stores` (nil: every store).
+    /// Objects already loaded in contexts keep their values; faults fire
+    /// from the store again. The cache keeps a row for every object a
+    /// coordinator ever read or saved; a long-running writer that goes
+    /// through millions of objects in batches, resetting its context
+    /// between them, calls this too so its memory does not grow with them
+    /// (Core Data frees rows no context references; here it is explicit).
+    ///
+    /// ```swift
+    /// for batch in batches {
+    ///     try write(batch, in: context)
+    ///     context.reset()
+    ///     coordinator.discardCachedRows()
+    /// }
+    /// ```
+    public func discardCachedRows(in stores: [PersistentStore]? = nil) {
+        locked {
+            guard let stores else {
+                rowCache.removeAll()
+                return
+            }
+            for store in stores { rowCache.removeAll(inStore: store.identifier) }
+        }
+    }
+
     public func persistentStore(for url: URL) -> PersistentStore? {
         locked { persistentStores.first { $0.url?.standardizedFileURL == url.standardizedFileURL } }
     }

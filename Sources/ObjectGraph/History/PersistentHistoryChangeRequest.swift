@@ -52,6 +52,19 @@ public final class PersistentHistoryChangeRequest: @unchecked Sendable {
     /// } while true
     /// ```
     public var fetchLimit = 0
+    /// For a fetch: reading stops at the end of the first transaction that
+    /// brings the recorded row changes read to this many (0: no limit).
+    /// Transactions are never cut, so a transaction larger than the limit
+    /// comes whole (and alone, when it is the first). With `fetchLimit`,
+    /// whichever limit is reached first ends the page. Rows of transactions
+    /// the filters reject count too: the limit bounds the work of one call.
+    public var changeLimit = 0
+    /// For a fetch: whether transactions come with their changes (Core
+    /// Data's `NSPersistentHistoryResultType`). `.transactionsOnly` returns
+    /// each transaction's token, number, timestamp, author and context name
+    /// with no changes, without decoding a single value: what a reader needs
+    /// to decide which transactions to read in full.
+    public var resultType: PersistentHistoryResultType = .transactionsAndChanges
 
     public init(_ operation: Operation) { self.operation = operation }
 
@@ -70,6 +83,15 @@ public final class PersistentHistoryChangeRequest: @unchecked Sendable {
         }
         return true
     }
+}
+
+/// What a history fetch returns per transaction (Core Data's
+/// `NSPersistentHistoryResultType`, the two kinds this implementation has).
+public enum PersistentHistoryResultType: Sendable {
+    /// Transactions with their changes.
+    case transactionsAndChanges
+    /// Transactions with `changes` empty: tokens, authors and context names only.
+    case transactionsOnly
 }
 
 /// What a history request returns (Core Data's `NSPersistentHistoryResult`).

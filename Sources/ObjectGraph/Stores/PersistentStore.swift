@@ -85,6 +85,15 @@ open class PersistentStore {
     /// The live object this store holds under a global identifier.
     open func objectID(forGlobalIdentifier globalIdentifier: UUID) throws -> ManagedObjectID? { nil }
 
+    /// The live objects this store holds under global identifiers, for those
+    /// it has. Stores answer many at once (the SQLite store with a query per
+    /// few hundred); this default asks `objectID(forGlobalIdentifier:)` for each.
+    open func objectIDs(forGlobalIdentifiers globalIdentifiers: [UUID]) throws -> [UUID: ManagedObjectID] {
+        var out: [UUID: ManagedObjectID] = [:]
+        for gid in globalIdentifiers { if let id = try objectID(forGlobalIdentifier: gid) { out[gid] = id } }
+        return out
+    }
+
     /// The newest position of the store's history; nil when it records none.
     open func currentPersistentHistoryToken() throws -> PersistentHistoryToken? { nil }
 

@@ -37,11 +37,11 @@ public struct ChangeLogEntry: @unchecked Sendable {
 /// What the sync engine was doing when it wrote a transaction, read from
 /// its context name (docs/SYNC.md).
 public enum ChangeLogEngineWrite: Equatable, Sendable, CustomStringConvertible {
-    /// A hub transaction applying a store's transaction (`pull:<store>`);
-    /// also a store's bootstrap.
+    /// A hub transaction applying a store's transactions (`pull:<store>`):
+    /// a chunk of them, or one save of a large one; also a store's bootstrap.
     case pull(store: String)
     /// A store transaction writing the hub's changes through this hub
-    /// position (`push:<position>`).
+    /// position (`push:<position>`): one save of a push, which may take several.
     case push(hubPosition: Int64)
     /// A hub transaction of no store (`hub`): a conflict's resolution, or the
     /// engine's own bookkeeping after a push.

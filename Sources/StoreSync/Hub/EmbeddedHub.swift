@@ -69,9 +69,24 @@ public final class EmbeddedHub: SyncHub {
     }
 
     public func state(of object: UUID) throws -> ObjectState? {
-        try context.performAndWait {
-            guard let found = try access.object(object), !Self.bookkeeping.contains(found.entity.name) else { return nil }
-            return try access.state(of: found)
+        try states(of: [object])[object]
+    }
+
+    public func states(of objects: [UUID]) throws -> [UUID: ObjectState] {
+        guard !objects.isEmpty else { return [:] }
+        return try context.performAndWait {
+            // Read, then forgotten: what the hub context holds stays bounded by a batch.
+            defer { access.reset() }
+            try access.load(objects)
+            var found: [(UUID, ManagedObject)] = []
+            for gid in objects {
+                if let object = try access.object(gid), !Self.bookkeeping.contains(object.entity.name) { found.append((gid, object)) }
+            }
+            let states = try access.states(of: found.map(\.1))
+            var out: [UUID: ObjectState] = [:]
+            out.reserveCapacity(found.count)
+            for (i, entry) in found.enumerated() { out[entry.0] = states[i] }
+            return out
         }
     }
 
@@ -87,8 +102,54 @@ public final class EmbeddedHub: SyncHub {
     }
 
     public func changes(after position: Int64) throws -> [HubChange] {
-        let token = PersistentHistoryToken(storeIdentifier: store.identifier, position: position)
-        let transactions = try coordinator.execute(.fetchHistory(after: token)).transactions
+        var out: [HubChange] = []
+        var from = position
+        while true {
+            let page = try changes(after: from, excludingOrigin: nil, changeLimit: 10_000)
+            out += page.changes
+            if page.through == from { return out }
+            from = page.through
+        }
+    }
+
+    public func changes(after position: Int64, excludingOrigin: String?, changeLimit: Int) throws -> (changes: [HubChange], through: Int64) {
+        // First the transactions alone (no value decoded): their context
+        // names say their origin, so a store's own pulls are skipped unread.
+        let scan = PersistentHistoryChangeRequest.fetchHistory(after: token(position))
+        scan.resultType = .transactionsOnly
+        scan.changeLimit = changeLimit
+        let transactions = try coordinator.execute(scan).transactions
+        guard let last = transactions.last else { return ([], position) }
+        var out: [HubChange] = []
+        var runStart = position
+        var runLength = 0
+        func readRun() throws {
+            guard runLength > 0 else { return }
+            let request = PersistentHistoryChangeRequest.fetchHistory(after: token(runStart))
+            request.fetchLimit = runLength
+            out += Self.hubChanges(try coordinator.execute(request).transactions)
+            runLength = 0
+        }
+        var previous = position
+        for transaction in transactions {
+            let origin = transaction.contextName.flatMap(Self.origin(ofContextName:))
+            if let excludingOrigin, origin == excludingOrigin {
+                try readRun()
+            } else {
+                if runLength == 0 { runStart = previous }
+                runLength += 1
+            }
+            previous = transaction.token.position
+        }
+        try readRun()
+        return (out, last.token.position)
+    }
+
+    private func token(_ position: Int64) -> PersistentHistoryToken {
+        PersistentHistoryToken(storeIdentifier: store.identifier, position: position)
+    }
+
+    private static func hubChanges(_ transactions: [PersistentHistoryTransaction]) -> [HubChange] {
         var out: [HubChange] = []
         for transaction in transactions {
             let origin = transaction.contextName.flatMap(Self.origin(ofContextName:))
@@ -113,7 +174,22 @@ public final class EmbeddedHub: SyncHub {
         name.hasPrefix("pull:") ? String(name.dropFirst(5)) : nil
     }
 
+    // What the bookkeeping tables hold, kept after the first read: only this
+    // hub's own commits write them, and a commit that touches them updates or
+    // drops these. Every round asks for each store's cursor, pending objects
+    // and conflicts several times; each was a fetch.
+    private var cursorCache: [String: SyncCursor?] = [:]
+    private var pendingCache: [String: Set<UUID>] = [:]
+    private var conflictCache: [String: [SyncConflict]] = [:]
+
     public func cursor(for storeName: String) throws -> SyncCursor? {
+        if let cached = cursorCache[storeName] { return cached }
+        let found = try readCursor(storeName)
+        cursorCache[storeName] = .some(found)
+        return found
+    }
+
+    private func readCursor(_ storeName: String) throws -> SyncCursor? {
         try context.performAndWait {
             guard let row = try cursorObject(storeName) else { return nil }
             return SyncCursor(store: storeName,
@@ -131,6 +207,13 @@ public final class EmbeddedHub: SyncHub {
     }
 
     public func pending(for storeName: String) throws -> Set<UUID> {
+        if let cached = pendingCache[storeName] { return cached }
+        let found = try readPending(storeName)
+        pendingCache[storeName] = found
+        return found
+    }
+
+    private func readPending(_ storeName: String) throws -> Set<UUID> {
         try context.performAndWait {
             let request = FetchRequest(entityName: Self.pendingEntity)
             request.predicate = try FetchPredicate(format: "store == %@", argumentArray: [storeName])
@@ -139,6 +222,15 @@ public final class EmbeddedHub: SyncHub {
     }
 
     public func conflicts(store storeName: String?, includingResolved: Bool) throws -> [SyncConflict] {
+        // Unresolved ones per store are what rounds ask for; the rest is read each time.
+        guard let storeName, !includingResolved else { return try readConflicts(store: storeName, includingResolved: includingResolved) }
+        if let cached = conflictCache[storeName] { return cached }
+        let found = try readConflicts(store: storeName, includingResolved: false)
+        conflictCache[storeName] = found
+        return found
+    }
+
+    private func readConflicts(store storeName: String?, includingResolved: Bool) throws -> [SyncConflict] {
         try context.performAndWait {
             let request = FetchRequest(entityName: Self.conflictEntity)
             var conditions: [String] = []
@@ -168,62 +260,144 @@ public final class EmbeddedHub: SyncHub {
 
     // MARK: - Writing
 
+    /// Objects per save of a large hub transaction (see `commit(_:)`).
+    var partSize = 2_000
+
+    private enum Operation {
+        case insert(UUID, ObjectState)
+        case update(UUID, [String: SyncValue])
+        case delete(UUID)
+    }
+
+    /// Commits a batch in one hub transaction. A batch of more than
+    /// `partSize` objects (one large store transaction) is written as several
+    /// saves inside that one SQLite transaction, so the hub's context and each
+    /// hub history transaction stay bounded (and with them what a push reads
+    /// at once); an object whose destination or member comes in a later
+    /// save is written again once all are there.
     @discardableResult
     public func commit(_ batch: HubBatch) throws -> Int64 {
+        // Whatever happens (a failed commit may have written nothing or, in
+        // principle, not told), the caches of what the batch touches go.
+        for cursor in batch.cursors { cursorCache[cursor.store] = nil }
+        if !batch.pendingAdded.isEmpty || !batch.pendingRemoved.isEmpty { pendingCache = [:] }
+        if !batch.newConflicts.isEmpty || !batch.resolvedConflicts.isEmpty { conflictCache = [:] }
+        var operations = batch.inserts.map { Operation.insert($0.0, $0.1) } + batch.updates.map { Operation.update($0.0, $0.1) }
+        operations += batch.deletes.map { Operation.delete($0) }
+        guard operations.count > partSize, let sqlite = store as? SQLiteStore else {
+            return try save(operations, bookkeeping: batch, origin: batch.origin).position
+        }
+        return try sqlite.performInTransaction {
+            var missed: [(UUID, [String: SyncValue])] = []
+            var start = 0
+            while start < operations.count {
+                missed += try save(Array(operations[start..<min(start + partSize, operations.count)]), bookkeeping: nil, origin: batch.origin).missed
+                start += partSize
+            }
+            let again = missed.map { Operation.update($0.0, $0.1) }
+            start = 0
+            while start + partSize < again.count {
+                _ = try save(Array(again[start..<(start + partSize)]), bookkeeping: nil, origin: batch.origin)
+                start += partSize
+            }
+            return try save(Array(again[start...]), bookkeeping: batch, origin: batch.origin).position
+        }
+    }
+
+    /// One context save of the hub: `operations` in order (objects inserted
+    /// first, so they can refer to each other), and the batch's bookkeeping
+    /// when given. Returns the hub position after it and the objects whose
+    /// destinations or members were not there (yet), with their values.
+    private func save(_ operations: [Operation], bookkeeping batch: HubBatch?,
+                      origin: String?) throws -> (position: Int64, missed: [(UUID, [String: SyncValue])]) {
         try context.performAndWait {
             defer { access.reset() }
-            context.name = batch.origin.map { "pull:\($0)" } ?? "hub"
+            context.name = origin.map { "pull:\($0)" } ?? "hub"
+            var missed: [(UUID, [String: SyncValue])] = []
             do {
-                for (gid, state) in batch.inserts where try access.object(gid) == nil {
-                    _ = try access.insert(state.entityName, gid: gid)
-                }
-                for (gid, state) in batch.inserts { if let object = try access.object(gid) { try access.apply(state.values, to: object) } }
-                for (gid, values) in batch.updates { if let object = try access.object(gid) { try access.apply(values, to: object) } }
-                for gid in batch.deletes { if let object = try access.object(gid) { context.delete(object) } }
-                if let cursor = batch.cursor {
-                    let row = try cursorObject(cursor.store) ?? context.insertNewObject(forEntityName: Self.cursorEntity)
-                    try row.setValue(cursor.store, forKey: "store")
-                    try row.setValue(cursor.pulledThrough, forKey: "pulledThrough")
-                    try row.setValue(cursor.base, forKey: "base")
-                    try row.setValue(cursor.pushedThrough, forKey: "pushedThrough")
-                    try row.setValue(cursor.needsFullPush, forKey: "needsFullPush")
-                }
-                if !batch.newConflicts.isEmpty {
-                    var number = try nextConflictNumber()
-                    for conflict in batch.newConflicts {
-                        let row = try context.insertNewObject(forEntityName: Self.conflictEntity)
-                        let fields: [String: Any?] = [
-                            "number": number, "store": conflict.store, "object": conflict.globalIdentifier.uuidString,
-                            "entityName": conflict.entityName, "kind": conflict.kind.rawValue, "basePosition": conflict.basePosition,
-                            "hubPosition": conflict.hubPosition, "created": conflict.created,
-                            "base": try PropertyListSerialization.data(fromPropertyList: conflict.base, format: .binary, options: 0),
-                            "incoming": try PropertyListSerialization.data(fromPropertyList: conflict.incoming, format: .binary, options: 0),
-                            "hub": try PropertyListSerialization.data(fromPropertyList: conflict.hub, format: .binary, options: 0),
-                        ]
-                        for (key, value) in fields { try row.setValue(value, forKey: key) }
-                        number += 1
+                var referenced: [UUID] = []
+                for operation in operations {
+                    switch operation {
+                    case .insert(let gid, let state): referenced.append(gid); referenced += Self.references(state.values)
+                    case .update(let gid, let values): referenced.append(gid); referenced += Self.references(values)
+                    case .delete(let gid): referenced.append(gid)
                     }
                 }
-                for (number, resolution) in batch.resolvedConflicts {
-                    let request = FetchRequest(entityName: Self.conflictEntity)
-                    request.predicate = try FetchPredicate(format: "number == %@", argumentArray: [number])
-                    for row in try context.fetch(request) { try row.setValue(resolution.rawValue, forKey: "resolution") }
+                try access.load(referenced)
+                for case .insert(let gid, let state) in operations where try access.object(gid) == nil {
+                    _ = try access.insert(state.entityName, gid: gid)
                 }
-                for (storeName, gid) in batch.pendingAdded where try pendingRows(storeName, gid).isEmpty {
-                    let row = try context.insertNewObject(forEntityName: Self.pendingEntity)
-                    try row.setValue(storeName, forKey: "store")
-                    try row.setValue(gid.uuidString, forKey: "object")
+                func apply(_ gid: UUID, _ values: [String: SyncValue]) throws {
+                    guard let object = try access.object(gid) else { return }
+                    access.clearMissedReference()
+                    try access.apply(values, to: object)
+                    if access.missedReference { missed.append((gid, values)) }
                 }
-                for (storeName, gid) in batch.pendingRemoved {
-                    for row in try pendingRows(storeName, gid) { context.delete(row) }
-                }
+                for case .insert(let gid, let state) in operations { try apply(gid, state.values) }
+                for case .update(let gid, let values) in operations { try apply(gid, values) }
+                for case .delete(let gid) in operations { if let object = try access.object(gid) { context.delete(object) } }
+                if let batch { try writeBookkeeping(batch) }
                 try context.save()
             } catch {
                 context.rollback()
                 throw error
             }
-            return try currentPosition()
+            return (try currentPosition(), missed)
         }
+    }
+
+    private func writeBookkeeping(_ batch: HubBatch) throws {
+        for cursor in batch.cursors {
+            let row = try cursorObject(cursor.store) ?? context.insertNewObject(forEntityName: Self.cursorEntity)
+            try row.setValue(cursor.store, forKey: "store")
+            try row.setValue(cursor.pulledThrough, forKey: "pulledThrough")
+            try row.setValue(cursor.base, forKey: "base")
+            try row.setValue(cursor.pushedThrough, forKey: "pushedThrough")
+            try row.setValue(cursor.needsFullPush, forKey: "needsFullPush")
+        }
+        if !batch.newConflicts.isEmpty {
+            var number = try nextConflictNumber()
+            for conflict in batch.newConflicts {
+                let row = try context.insertNewObject(forEntityName: Self.conflictEntity)
+                let fields: [String: Any?] = [
+                    "number": number, "store": conflict.store, "object": conflict.globalIdentifier.uuidString,
+                    "entityName": conflict.entityName, "kind": conflict.kind.rawValue, "basePosition": conflict.basePosition,
+                    "hubPosition": conflict.hubPosition, "created": conflict.created,
+                    "base": try PropertyListSerialization.data(fromPropertyList: conflict.base, format: .binary, options: 0),
+                    "incoming": try PropertyListSerialization.data(fromPropertyList: conflict.incoming, format: .binary, options: 0),
+                    "hub": try PropertyListSerialization.data(fromPropertyList: conflict.hub, format: .binary, options: 0),
+                ]
+                for (key, value) in fields { try row.setValue(value, forKey: key) }
+                number += 1
+            }
+        }
+        for (number, resolution) in batch.resolvedConflicts {
+            let request = FetchRequest(entityName: Self.conflictEntity)
+            request.predicate = try FetchPredicate(format: "number == %@", argumentArray: [number])
+            for row in try context.fetch(request) { try row.setValue(resolution.rawValue, forKey: "resolution") }
+        }
+        for (storeName, gid) in batch.pendingAdded where try pendingRows(storeName, gid).isEmpty {
+            let row = try context.insertNewObject(forEntityName: Self.pendingEntity)
+            try row.setValue(storeName, forKey: "store")
+            try row.setValue(gid.uuidString, forKey: "object")
+        }
+        for (storeName, gid) in batch.pendingRemoved {
+            for row in try pendingRows(storeName, gid) { context.delete(row) }
+        }
+    }
+
+    /// The objects values name as destinations or members.
+    static func references(_ values: [String: SyncValue]) -> [UUID] {
+        var out: [UUID] = []
+        for value in values.values {
+            switch value {
+            case .attribute: continue
+            case .toOne(let gid): if let gid { out.append(gid) }
+            case .members(let gids): out += gids
+            case .memberChange(let added, let removed, _): out += added + removed
+            }
+        }
+        return out
     }
 
     private func pendingRows(_ storeName: String, _ gid: UUID) throws -> [ManagedObject] {

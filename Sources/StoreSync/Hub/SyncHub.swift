@@ -44,7 +44,18 @@ public struct HubBatch: @unchecked Sendable {
     public var inserts: [(UUID, ObjectState)] = []
     public var updates: [(UUID, [String: SyncValue])] = []
     public var deletes: [UUID] = []
-    public var cursor: SyncCursor?
+    /// Cursors written with the batch (a pull's own; several when the
+    /// bookkeeping of a round's pushes is committed together).
+    public var cursors: [SyncCursor] = []
+    /// The first of `cursors`; setting it replaces that store's cursor in the batch.
+    public var cursor: SyncCursor? {
+        get { cursors.first }
+        set {
+            guard let newValue else { cursors = []; return }
+            cursors.removeAll { $0.store == newValue.store }
+            cursors.insert(newValue, at: 0)
+        }
+    }
     public var newConflicts: [SyncConflict] = []
     public var resolvedConflicts: [(Int64, ConflictResolution)] = []
     /// Objects a store must receive from the hub whatever its cursor says.
@@ -54,7 +65,7 @@ public struct HubBatch: @unchecked Sendable {
     public init(origin: String?) { self.origin = origin }
 
     public var isEmpty: Bool {
-        inserts.isEmpty && updates.isEmpty && deletes.isEmpty && cursor == nil && newConflicts.isEmpty
+        inserts.isEmpty && updates.isEmpty && deletes.isEmpty && cursors.isEmpty && newConflicts.isEmpty
             && resolvedConflicts.isEmpty && pendingAdded.isEmpty && pendingRemoved.isEmpty
     }
 }
@@ -69,10 +80,19 @@ public protocol SyncHub: AnyObject {
     func currentPosition() throws -> Int64
     /// The hub's committed state of an object (nil: it does not have it).
     func state(of object: UUID) throws -> ObjectState?
+    /// The committed states of many objects (those the hub has), read together.
+    func states(of objects: [UUID]) throws -> [UUID: ObjectState]
     /// Every object the hub holds (for a store's first, full push).
     func allObjects() throws -> [UUID]
     /// The hub's changes after a position, in order (expired history throws 134301).
     func changes(after position: Int64) throws -> [HubChange]
+    /// One page of the hub's changes after a position: whole hub transactions
+    /// of about `changeLimit` row changes at most (one larger transaction
+    /// comes alone), leaving out, unread, the transactions whose origin is
+    /// `excludingOrigin`. `through` is the position the page covers (the
+    /// last transaction read or skipped; `position` when there is nothing
+    /// after it). Expired history throws 134301.
+    func changes(after position: Int64, excludingOrigin: String?, changeLimit: Int) throws -> (changes: [HubChange], through: Int64)
     func cursor(for store: String) throws -> SyncCursor?
     func pending(for store: String) throws -> Set<UUID>
     func conflicts(store: String?, includingResolved: Bool) throws -> [SyncConflict]

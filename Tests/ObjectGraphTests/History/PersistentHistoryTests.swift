@@ -207,6 +207,20 @@ import Testing
         }
         #expect(error?.message.contains(gid.uuidString) == true)
         #expect(try fetchAll(context).count == 1)
+
+        // Once its object is deleted, the identifier can name an object again
+        // (an object deleted here coming back from another store).
+        try context.performAndWait {
+            context.rollback()
+            context.delete(tag)
+            try context.save()
+            let back = try context.insertNewObject(forEntityName: "Tag")
+            try back.setValue("back", forKey: "name")
+            try context.assignGlobalIdentifier(gid, to: back)
+            try context.save()
+        }
+        let back = try context.performAndWait { try context.existingObject(withGlobalIdentifier: gid)?.value(forKey: "name") as? String }
+        #expect(back == "back")
     }
 
     /// Switching history on for a store with data records nothing for the

@@ -82,7 +82,7 @@ final class SQLiteHistoryDecoder {
             }
         case .insert, .update, .delete:
             let plan = try self.plan(ent, change: id)
-            guard let gidText, let gid = UUID(uuidString: gidText) else {
+            guard let gidText, let gid = GlobalIdentifierText.uuid(gidText) else {
                 throw damaged("change \(id) of \(plan.entity.name) \(pk) has no global identifier")
             }
             let objectID = ManagedObjectID(entity: plan.entity, storeIdentifier: store.identifier, primaryKey: pk)
@@ -268,13 +268,13 @@ final class SQLiteHistoryDecoder {
     private func globalIdentifier(_ stored: SQLiteValue, table: Int?) throws -> UUID? {
         switch stored {
         case .null: return nil
-        case .text(let text): return UUID(uuidString: text)
+        case .text(let text): return GlobalIdentifierText.uuid(text)
         case .integer(let pk):
             guard let table else { return nil }
             let key = "\(table)/\(pk)"
             if let known = gidByKey[key] { return known }
             let found = try db.query("SELECT GID FROM OGH_GLOBALID WHERE TBL = ? AND PK = ?", [.integer(Int64(table)), .integer(pk)])
-                .first?.first?.stringValue.flatMap(UUID.init(uuidString:))
+                .first?.first?.stringValue.flatMap(GlobalIdentifierText.uuid)
             gidByKey[key] = found
             return found
         default: return nil
@@ -282,7 +282,7 @@ final class SQLiteHistoryDecoder {
     }
 
     private func primaryKey(of gid: UUID) -> Int64? {
-        try? db.query("SELECT PK FROM OGH_GLOBALID WHERE GID = ?", [.text(gid.uuidString)]).first?.first?.int64Value
+        try? db.query("SELECT PK FROM OGH_GLOBALID WHERE GID = ?", [.text(GlobalIdentifierText.string(gid))]).first?.first?.int64Value
     }
 
     private func plan(_ ent: Int, change id: Int64) throws -> EntityPlan {

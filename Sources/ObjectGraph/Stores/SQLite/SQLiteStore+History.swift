@@ -190,7 +190,7 @@ extension SQLiteStore {
         var identifiers: [SavedRowKey: UUID] = [:]
         try db.prepare("SELECT ID, ENT, PK, GID FROM OGH_CHANGE WHERE ID > ? AND KIND < 3").forEachRow([.integer(historySaveStart)]) { row in
             last = max(last, row.column(0).int64Value ?? 0)
-            if let text = row.column(3).stringValue, let gid = UUID(uuidString: text) {
+            if let text = row.column(3).stringValue, let gid = GlobalIdentifierText.uuid(text) {
                 identifiers[SavedRowKey(entity: Int(row.column(1).int64Value ?? 0), primaryKey: row.column(2).int64Value ?? 0)] = gid
             }
         }
@@ -210,15 +210,26 @@ extension SQLiteStore {
     }
 
     private func assignGlobalIdentifier(_ gid: UUID, table: Int, pk: Int64, db: SQLiteConnection) throws {
-        let text = gid.uuidString
-        // A dead row may hold the identifier (the object was deleted here and comes back from another store).
-        try db.run("DELETE FROM OGH_GLOBALID WHERE GID = ? AND DEAD = 1 AND NOT (TBL = ? AND PK = ?)", [.text(text), .integer(Int64(table)), .integer(pk)])
+        let text = GlobalIdentifierText.string(gid)
+        let values: [SQLiteValue] = [.integer(Int64(table)), .integer(pk), .text(text)]
+        let upsert = "INSERT INTO OGH_GLOBALID (TBL, PK, GID, DEAD) VALUES (?, ?, ?, 0) ON CONFLICT (TBL, PK) DO UPDATE SET GID = excluded.GID, DEAD = 0"
+        func taken(_ error: CoreDataError) -> CoreDataError {
+            CoreDataError(.persistentStoreSave, "global identifier \(text) already names another object in the store at \(url?.path ?? "?")",
+                          userInfo: [CoreDataError.underlyingErrorKey: error])
+        }
+        // One statement in the usual case; a failing one undoes only itself.
         do {
-            try db.run("INSERT INTO OGH_GLOBALID (TBL, PK, GID, DEAD) VALUES (?, ?, ?, 0) ON CONFLICT (TBL, PK) DO UPDATE SET GID = excluded.GID, DEAD = 0",
-                       [.integer(Int64(table)), .integer(pk), .text(text)])
+            try db.run(upsert, values)
         } catch let error as CoreDataError where error.sqliteResultCode == 19 {  // SQLITE_CONSTRAINT: UNIQUE (GID)
-            throw CoreDataError(.persistentStoreSave, "global identifier \(text) already names another object in the store at \(url?.path ?? "?")",
-                                userInfo: [CoreDataError.underlyingErrorKey: error])
+            // A dead row may hold the identifier (the object was deleted here and
+            // comes back from another store): it gives it up. A live one keeps it.
+            try db.run("DELETE FROM OGH_GLOBALID WHERE GID = ? AND DEAD = 1 AND NOT (TBL = ? AND PK = ?)", [.text(text), .integer(Int64(table)), .integer(pk)])
+            guard db.changes > 0 else { throw taken(error) }
+            do {
+                try db.run(upsert, values)
+            } catch let again as CoreDataError where again.sqliteResultCode == 19 {
+                throw taken(again)
+            }
         }
     }
 
@@ -248,7 +259,7 @@ extension SQLiteStore {
             }
             guard let table = historyTable(for: id.entity, history) else { continue }
             try statement.forEachRow([.integer(Int64(table.number)), .integer(pk)]) { row in
-                if let text = row.column(0).stringValue, let gid = UUID(uuidString: text) { out[id] = gid }
+                if let text = row.column(0).stringValue, let gid = GlobalIdentifierText.uuid(text) { out[id] = gid }
             }
         }
         return out
@@ -259,13 +270,54 @@ extension SQLiteStore {
         lock.lock(); defer { lock.unlock() }
         guard let history else { return nil }
         let (db, schema) = try openConnection()
-        guard let row = try db.query("SELECT TBL, PK FROM OGH_GLOBALID WHERE GID = ? AND DEAD = 0", [.text(globalIdentifier.uuidString)]).first,
+        guard let row = try db.query("SELECT TBL, PK FROM OGH_GLOBALID WHERE GID = ? AND DEAD = 0", [.text(GlobalIdentifierText.string(globalIdentifier))]).first,
               let number = row[0].int64Value, let pk = row[1].int64Value,
               let table = history.tables.first(where: { $0.number == Int(number) }) else { return nil }
         // The row's own entity (a sub-entity shares its root's table).
         guard let ent = try db.query("SELECT Z_ENT FROM \(table.name) WHERE Z_PK = ?", [.integer(pk)]).first?.first?.int64Value,
               let mapping = schema.entity(numbered: Int(ent)) else { return nil }
         return ManagedObjectID(entity: mapping.entity, storeIdentifier: identifier, primaryKey: pk)
+    }
+
+    /// The IDs of the live objects this store holds under `globalIdentifiers`
+    /// (those it has): a query per few hundred identifiers, not per object.
+    func historyObjectIDs(forGlobalIdentifiers globalIdentifiers: [UUID]) throws -> [UUID: ManagedObjectID] {
+        lock.lock(); defer { lock.unlock() }
+        guard let history, !globalIdentifiers.isEmpty else { return [:] }
+        let (db, schema) = try openConnection()
+        var byText: [String: UUID] = [:]
+        byText.reserveCapacity(globalIdentifiers.count)
+        for gid in globalIdentifiers { byText[GlobalIdentifierText.string(gid)] = gid }
+        let texts = Array(byText.keys)
+        var out: [UUID: ManagedObjectID] = [:]
+        out.reserveCapacity(texts.count)
+        let chunk = 500
+        var start = 0
+        while start < texts.count {
+            let part = texts[start..<min(start + chunk, texts.count)]
+            start += chunk
+            var keys: [Int: [(pk: Int64, gid: UUID)]] = [:]
+            let marks = Array(repeating: "?", count: part.count).joined(separator: ", ")
+            // Only the full-size texts are worth keeping prepared; the last, shorter part is run once.
+            func prepared(_ sql: String, _ count: Int) throws -> SQLiteStatement { count == chunk ? try db.prepare(sql) : try db.prepareUncached(sql) }
+            try prepared("SELECT GID, TBL, PK FROM OGH_GLOBALID WHERE DEAD = 0 AND GID IN (\(marks))", part.count).forEachRow(part.map(SQLiteValue.text)) { row in
+                guard let text = row.column(0).stringValue, let gid = byText[text],
+                      let table = row.column(1).int64Value, let pk = row.column(2).int64Value else { return }
+                keys[Int(table), default: []].append((pk, gid))
+            }
+            // Each row's own entity (a sub-entity shares its root's table).
+            for (number, rows) in keys {
+                guard let table = history.tables.first(where: { $0.number == number }) else { continue }
+                let gidByKey = Dictionary(rows.map { ($0.pk, $0.gid) }, uniquingKeysWith: { a, _ in a })
+                let keyMarks = Array(repeating: "?", count: rows.count).joined(separator: ", ")
+                try prepared("SELECT Z_PK, Z_ENT FROM \(table.name) WHERE Z_PK IN (\(keyMarks))", rows.count).forEachRow(rows.map { .integer($0.pk) }) { row in
+                    guard let pk = row.column(0).int64Value, let ent = row.column(1).int64Value, let gid = gidByKey[pk],
+                          let mapping = schema.entity(numbered: Int(ent)) else { return }
+                    out[gid] = ManagedObjectID(entity: mapping.entity, storeIdentifier: identifier, primaryKey: pk)
+                }
+            }
+        }
+        return out
     }
 
     // MARK: - Reading history
@@ -376,44 +428,56 @@ extension SQLiteStore {
     private func readHistory(_ db: SQLiteConnection, schema: SQLiteSchema, history: SQLiteHistorySchema,
                              where condition: String, _ values: [SQLiteValue], request: PersistentHistoryChangeRequest) throws -> [PersistentHistoryTransaction] {
         let decoder = SQLiteHistoryDecoder(store: self, schema: schema, history: history, db: db)
+        let withChanges = request.resultType == .transactionsAndChanges
+        // Without changes only the grouping columns are read: no value is decoded.
+        let columns = withChanges ? ", c.KIND, c.ENT, c.PK, c.GID, c.MASK, " + history.valueColumns.map { "c.\($0)" }.joined(separator: ", ") : ""
         let sql = """
-            SELECT c.ID, c.TX, coalesce(t.TIMESTAMP, c.TIMESTAMP), t.AUTHOR, t.CONTEXTNAME, c.KIND, c.ENT, c.PK, c.GID, c.MASK, \
-            \(history.valueColumns.map { "c.\($0)" }.joined(separator: ", ")) \
+            SELECT c.ID, c.TX, coalesce(t.TIMESTAMP, c.TIMESTAMP), t.AUTHOR, t.CONTEXTNAME\(columns) \
             FROM OGH_CHANGE c LEFT JOIN OGH_TRANSACTION t ON t.TX = c.TX WHERE \(condition) ORDER BY c.ID
             """
         var transactions: [PersistentHistoryTransaction] = []
         var currentTX: Int64?? = .none   // .none: no transaction open yet
-        var open: (timestamp: Date, author: String?, contextName: String?, last: Int64)?
+        var open: (timestamp: Date, author: String?, contextName: String?, last: Int64, accepted: Bool)?
+        /// Thrown out of the row loop once `fetchLimit` transactions are complete.
+        struct Enough: Error {}
         func close() throws {
             guard let open, let tx = currentTX else { return }
+            guard open.accepted else { return }
             var transaction = PersistentHistoryTransaction(token: PersistentHistoryToken(storeIdentifier: identifier, position: open.last),
                                                            transactionNumber: tx, timestamp: open.timestamp, author: open.author,
-                                                           contextName: open.contextName, changes: decoder.finishTransaction())
-            if let names = request.entityNames {
+                                                           contextName: open.contextName, changes: withChanges ? decoder.finishTransaction() : [])
+            if let names = request.entityNames, withChanges {
                 transaction.changes = transaction.changes.filter { names.contains($0.entity.name) }
                 if transaction.changes.isEmpty { return }
             }
-            if try request.accepts(transaction) { transactions.append(transaction) }
+            transactions.append(transaction)
         }
-        // Stops reading once the limit's last transaction is complete (the
-        // next row starts another), so a page costs only what it returns.
-        struct LimitReached: Error {}
-        let limit = request.fetchLimit > 0 ? request.fetchLimit : Int.max
-        func add(_ row: SQLiteStatement) throws {
-            let id = row.column(0).int64Value ?? 0
-            let tx = row.column(1).int64Value
-            if currentTX == nil || currentTX! != tx {
-                try close()
-                if transactions.count >= limit { throw LimitReached() }
-                currentTX = .some(tx)
-                open = (Date(timeIntervalSinceReferenceDate: row.column(2).doubleValue ?? 0), row.column(3).stringValue, row.column(4).stringValue, id)
-            }
-            open?.last = id
-            try decoder.add(row: row, id: id)
-        }
+        var rowsRead = 0
+        // Cached: a reader paging through history runs the same few texts again and again.
+        let statement = try db.prepare(sql)
         do {
-            try db.prepareUncached(sql).forEachRow(values, add)
-        } catch is LimitReached {
+            try statement.forEachRow(values) { row in
+                let id = row.column(0).int64Value ?? 0
+                let tx = row.column(1).int64Value
+                if currentTX == nil || currentTX! != tx {
+                    try close()
+                    if request.fetchLimit > 0 && transactions.count >= request.fetchLimit { throw Enough() }
+                    if request.changeLimit > 0 && rowsRead >= request.changeLimit { throw Enough() }
+                    currentTX = .some(tx)
+                    let opened = (timestamp: Date(timeIntervalSinceReferenceDate: row.column(2).doubleValue ?? 0), author: row.column(3).stringValue,
+                                  contextName: row.column(4).stringValue)
+                    // The author and predicate filters only need the transaction's
+                    // own fields: a transaction they reject is never decoded.
+                    let probe = PersistentHistoryTransaction(token: PersistentHistoryToken(storeIdentifier: identifier, position: id),
+                                                             transactionNumber: tx, timestamp: opened.timestamp, author: opened.author,
+                                                             contextName: opened.contextName, changes: [])
+                    open = (opened.timestamp, opened.author, opened.contextName, id, try request.accepts(probe))
+                }
+                open?.last = id
+                rowsRead += 1
+                if withChanges && open?.accepted == true { try decoder.add(row: row, id: id) }
+            }
+        } catch is Enough {
             return transactions
         }
         try close()

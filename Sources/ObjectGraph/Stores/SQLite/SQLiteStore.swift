@@ -127,6 +127,10 @@ public final class SQLiteStore: PersistentStore {
         try historyObjectID(forGlobalIdentifier: globalIdentifier)
     }
 
+    public override func objectIDs(forGlobalIdentifiers globalIdentifiers: [UUID]) throws -> [UUID: ManagedObjectID] {
+        try historyObjectIDs(forGlobalIdentifiers: globalIdentifiers)
+    }
+
     public override func currentPersistentHistoryToken() throws -> PersistentHistoryToken? {
         try historyCurrentToken()
     }
@@ -1090,12 +1094,77 @@ public final class SQLiteStore: PersistentStore {
         } catch {
             // Rolled back: no row references the files this save wrote.
             for file in externalFilesWritten { try? FileManager.default.removeItem(at: file) }
+            // Inside performInTransaction the save's statements are not undone
+            // until the enclosing transaction rolls back: make sure it does.
+            if enclosingTransactionDepth > 0 && enclosingTransactionFailure == nil { enclosingTransactionFailure = error }
             throw error
         }
         // Committed: files no row references any more can go. A crash before
         // this leaves unreferenced files behind, never a reference without a file.
         for file in externalFilesReleased { try? FileManager.default.removeItem(at: file) }
         if metadataChanged { storedMetadata = metadataToWrite }
+    }
+
+    /// Set while `performInTransaction` runs (nested calls add up).
+    private var enclosingTransactionDepth = 0
+    /// The first save that failed inside `performInTransaction`: the whole
+    /// transaction rolls back even when the body caught it.
+    private var enclosingTransactionFailure: Error?
+
+    /// Runs `body` inside one SQLite transaction of this store: every save
+    /// made on this store meanwhile, through `save(_:)` or through a context
+    /// of its coordinator, commits when `body` returns, and none does when it
+    /// throws. A save that fails inside rolls the whole transaction back,
+    /// even if `body` catches the error. Reads inside see the transaction's
+    /// own writes, and no other connection can write the file until it ends
+    /// (it starts with `BEGIN IMMEDIATE`), so what `body` reads cannot
+    /// change before its writes commit.
+    ///
+    /// Each save keeps its own history transaction (author, context name),
+    /// so a large write can be made of many saves of bounded size that
+    /// commit together. After a rollback, contexts that saved inside hold
+    /// state that was never committed: reset them.
+    ///
+    /// ```swift
+    /// try store.performInTransaction {
+    ///     for page in pages {
+    ///         apply(page, to: context)
+    ///         try context.save()
+    ///         context.reset()
+    ///     }
+    /// }
+    /// ```
+    public func performInTransaction<T>(_ body: () throws -> T) throws -> T {
+        lock.lock(); defer { lock.unlock() }
+        try ensureWritable("write")
+        let (db, _) = try openConnection()
+        if enclosingTransactionDepth > 0 {
+            enclosingTransactionDepth += 1
+            defer { enclosingTransactionDepth -= 1 }
+            return try body()
+        }
+        let metadataBefore = storedMetadata
+        enclosingTransactionDepth = 1
+        enclosingTransactionFailure = nil
+        defer {
+            enclosingTransactionDepth = 0
+            enclosingTransactionFailure = nil
+        }
+        do {
+            return try wrapSaveErrors {
+                try db.transaction {
+                    let result = try body()
+                    if let failure = enclosingTransactionFailure { throw failure }
+                    return result
+                }
+            }
+        } catch {
+            // Nothing of the transaction is in the file: forget what its saves left behind.
+            storedMetadata = metadataBefore
+            lastSaveHistoryToken = nil
+            lastSaveGlobalIdentifiers = [:]
+            throw error
+        }
     }
 
     private func writeSave(_ request: StoreSaveRequest, metadata metadataToWrite: [String: Any], metadataChanged: Bool,

@@ -1,0 +1,258 @@
+import Foundation
+import ObjectGraph
+import Testing
+@testable import StoreSync
+
+/// Backlogs larger than one chunk: a pull commits them in several hub
+/// transactions (each with its cursor) and a push writes them in several
+/// saves inside one store transaction. A failure between two pull chunks or
+/// in the middle of a push loses, duplicates and echoes nothing, and what
+/// the engine holds at once is bounded by the chunk size.
+@Suite struct SyncChunkingTests {
+    /// The embedded hub, failing like a crash at a chosen call: the failing
+    /// call commits nothing, as a process killed there would not.
+    final class FailingHub: SyncHub {
+        let inner: EmbeddedHub
+        var commitsLeft: Int
+        var stateReadsLeft: Int
+        /// `states(of:)` calls so far.
+        var stateReads = 0
+        struct Crash: Error {}
+
+        init(_ inner: EmbeddedHub, commits: Int = .max, stateReads: Int = .max) {
+            self.inner = inner
+            commitsLeft = commits
+            stateReadsLeft = stateReads
+        }
+
+        func currentPosition() throws -> Int64 { try inner.currentPosition() }
+        func state(of object: UUID) throws -> ObjectState? { try inner.state(of: object) }
+        func states(of objects: [UUID]) throws -> [UUID: ObjectState] {
+            stateReads += 1
+            stateReadsLeft -= 1
+            if stateReadsLeft < 0 { throw Crash() }
+            return try inner.states(of: objects)
+        }
+        func allObjects() throws -> [UUID] { try inner.allObjects() }
+        func changes(after position: Int64) throws -> [HubChange] { try inner.changes(after: position) }
+        func changes(after position: Int64, excludingOrigin: String?, changeLimit: Int) throws -> (changes: [HubChange], through: Int64) {
+            try inner.changes(after: position, excludingOrigin: excludingOrigin, changeLimit: changeLimit)
+        }
+        func cursor(for store: String) throws -> SyncCursor? { try inner.cursor(for: store) }
+        func pending(for store: String) throws -> Set<UUID> { try inner.pending(for: store) }
+        func conflicts(store: String?, includingResolved: Bool) throws -> [SyncConflict] { try inner.conflicts(store: store, includingResolved: includingResolved) }
+        func commit(_ batch: HubBatch) throws -> Int64 {
+            commitsLeft -= 1
+            if commitsLeft < 0 { throw Crash() }
+            return try inner.commit(batch)
+        }
+        func purgeHistory(through position: Int64, committedBefore: Date?) throws { try inner.purgeHistory(through: position, committedBefore: committedBefore) }
+        func close() throws { try inner.close() }
+    }
+
+    static func configuration(_ directory: URL, _ policies: [SyncPolicy], model: ManagedObjectModel = SyncFixtures.model()) -> SyncGroupConfiguration {
+        let stores = policies.enumerated().map {
+            SyncStoreConfiguration(name: "s\($0.offset + 1)", url: directory.appendingPathComponent("s\($0.offset + 1).sqlite"), policy: $0.element)
+        }
+        return SyncGroupConfiguration(name: "test", model: model, stateDirectory: directory.appendingPathComponent("state"), stores: stores)
+    }
+
+    /// The group's stores, empty, joined (bootstrapped) and closed again.
+    static func prepare(_ directory: URL, _ policies: [SyncPolicy], model: ManagedObjectModel = SyncFixtures.model()) throws {
+        let group = try SyncGroup(configuration: configuration(directory, policies, model: model))
+        try group.runUntilIdle()
+        try group.close()
+    }
+
+    static func group(_ directory: URL, _ policies: [SyncPolicy], chunk: Int, commits: Int = .max, stateReads: Int = .max,
+                      hubPart: Int = 2_000, model: ManagedObjectModel = SyncFixtures.model()) throws -> SyncGroup {
+        let configuration = configuration(directory, policies, model: model)
+        let embedded = try EmbeddedHub(model: configuration.model, directory: configuration.stateDirectory)
+        embedded.partSize = hubPart
+        let hub = FailingHub(embedded, commits: commits, stateReads: stateReads)
+        let group = try SyncGroup(configuration: configuration, hub: hub)
+        group.chunkChanges = chunk
+        return group
+    }
+
+    /// Saves `transactions` transactions of `perTransaction` records into the store; every
+    /// fourth transaction also makes a folder holding its records and labels them.
+    static func write(_ url: URL, transactions: Int, perTransaction: Int, prefix: String = "r") throws {
+        let app = try SyncFixtures.app(url)
+        try app.performAndWait {
+            for t in 0..<transactions {
+                let folder = t % 4 == 0 ? try app.insertNewObject(forEntityName: "Folder") : nil
+                try folder?.setValue("f\(t)", forKey: "name")
+                let label = t % 4 == 0 ? try app.insertNewObject(forEntityName: "Label") : nil
+                try label?.setValue("l\(t)", forKey: "name")
+                for i in 0..<perTransaction {
+                    let record = try app.insertNewObject(forEntityName: "Record")
+                    try record.setValue("\(prefix)\(t)-\(i)", forKey: "name")
+                    try record.setValue(Int32(i), forKey: "a")
+                    try record.setValue(folder, forKey: "folder")
+                    if let label { try record.mutableSetValue(forKey: "labels").insert(label) }
+                }
+                try app.save()
+                app.reset()
+            }
+        }
+    }
+
+    /// Every store equals the hub object by object, and every record name is there once.
+    static func expectConverged(_ directory: URL, stores: Int, records expected: Int, model: ManagedObjectModel = SyncFixtures.model()) throws {
+        let hub = try SyncFixtures.contents(directory.appendingPathComponent("state/hub.sqlite"), model: model)
+        for n in 1...stores {
+            let url = directory.appendingPathComponent("s\(n).sqlite")
+            let store = try SyncFixtures.contents(url, model: model)
+            #expect(store.count == hub.count, "\(url.lastPathComponent): \(store.count) objects, hub \(hub.count)")
+            for (gid, fields) in hub where store[gid] != fields {
+                Issue.record("\(url.lastPathComponent) differs on \(gid): hub \(fields), store \(store[gid] ?? [:])")
+            }
+            let names = store.values.filter { $0["entity"] == "Record" }.compactMap { $0["name"] }
+            #expect(names.count == expected && Set(names).count == expected, "\(url.lastPathComponent): \(names.count) records, \(Set(names).count) distinct, expected \(expected)")
+        }
+    }
+
+    @Test func aBacklogLargerThanAChunkSurvivesACrashBetweenPullChunks() throws {
+        let directory = try SyncFixtures.directory()
+        try Self.prepare(directory, [.storeTrump, .objectTrump, .error])
+        try Self.write(directory.appendingPathComponent("s1.sqlite"), transactions: 12, perTransaction: 3)
+
+        // The third hub commit of the pull "crashes": two chunks are in the hub with their cursor.
+        let crashing = try Self.group(directory, [.storeTrump, .objectTrump, .error], chunk: 5, commits: 2)
+        try crashing.runRound()
+        let s1 = try #require(try crashing.status().first { $0.name == "s1" })
+        #expect(s1.pulledThrough > 0 && s1.pulledThrough < s1.storePosition, "the cursor moved with the committed chunks only")
+        let partial = try SyncFixtures.contents(directory.appendingPathComponent("state/hub.sqlite")).values.filter { $0["entity"] == "Record" }.count
+        #expect(partial > 0 && partial < 36, "\(partial) records in the hub after the crash")
+        try crashing.close()
+
+        // Restarted (with chunks): the pull goes on from the cursor; nothing lost or doubled.
+        let group = try Self.group(directory, [.storeTrump, .objectTrump, .error], chunk: 5)
+        try group.runUntilIdle()
+        #expect(try group.conflicts().isEmpty)
+        for status in try group.status() { #expect(status.lastError == nil, "\(status.name): \(status.lastError ?? "")") }
+        #expect(group.statistics.hubCommits > 3, "the rest of the backlog took several hub transactions")
+        // No echo: every pulled change came from s1, the only writer.
+        let origins = Set(try group.hub.changes(after: 0).compactMap(\.origin))
+        #expect(origins == ["s1"])
+        try group.close()
+        try Self.expectConverged(directory, stores: 3, records: 36)
+    }
+
+    @Test func aPushThatFailsMidwayLeavesTheStoreAsItWas() throws {
+        let directory = try SyncFixtures.directory()
+        try Self.prepare(directory, [.objectTrump, .objectTrump])
+        try Self.write(directory.appendingPathComponent("s1.sqlite"), transactions: 6, perTransaction: 4)
+        // Pull s1 whole, then fail the push to s2 after some of its saves were made inside its transaction.
+        let pulling = try Self.group(directory, [.objectTrump, .objectTrump], chunk: 4)
+        try pulling.pull(try pulling.member("s1"))
+        try pulling.close()
+        let failing = try Self.group(directory, [.objectTrump, .objectTrump], chunk: 4, stateReads: 3)
+        #expect(throws: FailingHub.Crash.self) { try failing.push(try failing.member("s2")) }
+        try failing.close()
+        let s2 = directory.appendingPathComponent("s2.sqlite")
+        #expect(try SyncFixtures.contents(s2).isEmpty, "a push is one store transaction: none of its saves is there")
+        #expect(try SQLiteStore.metadataForStore(at: s2)["StoreSync.test.pushedThrough"] as? Int ?? 0 < 3)
+
+        let group = try Self.group(directory, [.objectTrump, .objectTrump], chunk: 4)
+        try group.runUntilIdle()
+        // One page is one hub transaction here: a store transaction's 4 records, its folder and its label.
+        #expect(group.statistics.largestPushSave <= 6, "each save of the push carries one page of hub changes")
+        try group.close()
+        try Self.expectConverged(directory, stores: 2, records: 24)
+    }
+
+    /// The fixtures' model plus `Folder.pinned`, a to-one to a record without inverse: a
+    /// folder is written before the records (entity order), so its reference points forward.
+    static func pinnedModel() -> ManagedObjectModel {
+        let model = SyncFixtures.model()
+        let folder = model.entitiesByName["Folder"]!, record = model.entitiesByName["Record"]!
+        let pinned = RelationshipDescription(name: "pinned", destination: record, toMany: false)
+        pinned.deleteRule = .nullify
+        folder.properties += [pinned]
+        return model
+    }
+
+    @Test func aStoreTransactionLargerThanAHubPartKeepsEveryReference() throws {
+        let directory = try SyncFixtures.directory()
+        let model = Self.pinnedModel()
+        try Self.prepare(directory, [.objectTrump, .storeTrump, .objectTrump], model: model)
+        // One application transaction of 9 folders, 9 labels and 27 records that refer to
+        // each other, written to the hub in saves of 4 objects: folders point forward to records.
+        let app = try SyncFixtures.app(directory.appendingPathComponent("s1.sqlite"), model: model)
+        try app.performAndWait {
+            for t in 0..<9 {
+                let folder = try app.insertNewObject(forEntityName: "Folder")
+                try folder.setValue("f\(t)", forKey: "name")
+                let label = try app.insertNewObject(forEntityName: "Label")
+                try label.setValue("l\(t)", forKey: "name")
+                for i in 0..<3 {
+                    let record = try app.insertNewObject(forEntityName: "Record")
+                    try record.setValue("r\(t)-\(i)", forKey: "name")
+                    try record.setValue(folder, forKey: "folder")
+                    try record.mutableSetValue(forKey: "labels").insert(label)
+                    if i == 2 { try folder.setValue(record, forKey: "pinned") }
+                }
+            }
+            try app.save()
+        }
+        let group = try Self.group(directory, [.objectTrump, .storeTrump, .objectTrump], chunk: 4, hubPart: 4, model: model)
+        try group.runUntilIdle()
+        let transactions = try (group.hub as! FailingHub).inner.coordinator.execute(.fetchHistory(after: nil)).transactions
+        #expect(transactions.filter { $0.contextName == "pull:s1" }.count > 10, "the store transaction went to the hub in parts")
+        try group.close()
+        try Self.expectConverged(directory, stores: 3, records: 27, model: model)
+        let hub = try SyncFixtures.contents(directory.appendingPathComponent("state/hub.sqlite"), model: model)
+        let records = hub.values.filter { $0["entity"] == "Record" }
+        #expect(records.allSatisfy { $0["folder"] != "nil" && $0["labels"]?.isEmpty == false }, "every record keeps its folder and label")
+        let folders = hub.values.filter { $0["entity"] == "Folder" }
+        #expect(folders.count == 9 && folders.allSatisfy { $0["pinned"] != "nil" }, "every folder keeps the record it points to")
+    }
+
+    @Test func storesAtTheSamePositionShareTheHubReadsOfTheirPushes() throws {
+        func pushReads(together: Bool) throws -> Int {
+            let directory = try SyncFixtures.directory()
+            try Self.prepare(directory, [.objectTrump, .objectTrump, .objectTrump])
+            try Self.write(directory.appendingPathComponent("s1.sqlite"), transactions: 12, perTransaction: 3)
+            let group = try Self.group(directory, [.objectTrump, .objectTrump, .objectTrump], chunk: 5)
+            try group.pull(try group.member("s1"))
+            let hub = group.hub as! FailingHub
+            hub.stateReads = 0
+            if together {
+                try group.runRound()
+            } else {
+                for name in ["s2", "s3"] { try group.push(try group.member(name)) }
+            }
+            let reads = hub.stateReads
+            try group.close()
+            try Self.expectConverged(directory, stores: 3, records: 36)
+            return reads
+        }
+        let separately = try pushReads(together: false)
+        let together = try pushReads(together: true)
+        #expect(separately > 4 && together * 2 == separately, "hub state reads: \(together) together, \(separately) separately")
+    }
+
+    @Test func whatTheEngineHoldsAtOnceIsBoundedByTheChunk() throws {
+        let directory = try SyncFixtures.directory()
+        try Self.prepare(directory, [.storeTrump, .storeTrump, .storeTrump])
+        // 60 small transactions of 2 records (no folders or labels: 2 objects each).
+        let app = try SyncFixtures.app(directory.appendingPathComponent("s1.sqlite"))
+        try app.performAndWait {
+            for t in 0..<60 {
+                for i in 0..<2 { try app.insertNewObject(forEntityName: "Record").setValue("r\(t)-\(i)", forKey: "name") }
+                try app.save()
+                app.reset()
+            }
+        }
+        let group = try Self.group(directory, [.storeTrump, .storeTrump, .storeTrump], chunk: 10)
+        try group.runUntilIdle()
+        // Whole store transactions per hub transaction, up to the chunk: 5 transactions of 2.
+        #expect(group.statistics.largestPullBatch == 10)
+        #expect(group.statistics.largestPushSave <= 10)
+        #expect(group.statistics.hubCommits >= 12, "\(group.statistics.hubCommits) hub commits for 120 changes in chunks of 10")
+        try group.close()
+        try Self.expectConverged(directory, stores: 3, records: 120)
+    }
+}
