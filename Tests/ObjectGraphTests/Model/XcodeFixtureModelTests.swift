@@ -19,6 +19,27 @@ import Testing
         #expect(current.differences(from: explicit) == [])
     }
 
+    /// Without `.xccurrentversion` the current version is the last in
+    /// version order, the one `StagedStoreMigration` migrates to: numbers
+    /// compare as numbers and "Model" comes before "Model 2" (plain name
+    /// order would pick "Model.xcdatamodel", since "." sorts after " ").
+    @Test func bundleWithoutMarkerTakesTheLastInVersionOrder() throws {
+        let folder = FileManager.default.temporaryDirectory
+            .appendingPathComponent("nomarker-\(UUID().uuidString)/Model.xcdatamodeld")
+        defer { try? FileManager.default.removeItem(at: folder.deletingLastPathComponent()) }
+        let source = TestPaths.xcServerBundle.appendingPathComponent("XCServerCoreData2.0.3.xcdatamodel")
+        for name in ["Model.xcdatamodel", "Model 2.xcdatamodel", "Model 10.xcdatamodel"] {
+            let target = folder.appendingPathComponent(name)
+            try FileManager.default.createDirectory(at: target, withIntermediateDirectories: true)
+            try FileManager.default.copyItem(at: source.appendingPathComponent("contents"),
+                                             to: target.appendingPathComponent("contents"))
+        }
+        let bundle = try XcodeModelBundle(url: folder)
+        #expect(bundle.versionNames == ["Model.xcdatamodel", "Model 2.xcdatamodel", "Model 10.xcdatamodel"])
+        #expect(bundle.currentVersionName == "Model 10.xcdatamodel")
+        #expect(ManagedObjectModel.versionOrder(bundle.versionNames).last == bundle.currentVersionName)
+    }
+
     @Test(arguments: versions)
     func versionMatchesItsXML(_ version: String) throws {
         let contents = TestPaths.xcServerBundle.appendingPathComponent(version).appendingPathComponent("contents")

@@ -11,10 +11,13 @@ import Foundation
 /// ```
 public struct XcodeModelBundle: Sendable {
     public let url: URL
-    /// Every version's folder name (`Name 2.xcdatamodel`), sorted.
+    /// Every version's folder name (`Name 2.xcdatamodel`), in version order:
+    /// numbers compared as numbers, so `Name.xcdatamodel` comes before
+    /// `Name 2.xcdatamodel` and `Name 2` before `Name 10`.
     public let versionNames: [String]
     /// The version `.xccurrentversion` names; with no such file, the only
-    /// version, or the last in name order.
+    /// version, or the last in version order (the one migrations end at,
+    /// see `StagedStoreMigration`).
     public let currentVersionName: String
 
     public init(url: URL) throws {
@@ -26,7 +29,7 @@ public struct XcodeModelBundle: Sendable {
             throw CoreDataError(.fileReadNoSuchFile, "\(url.path): cannot list model bundle: \(error.localizedDescription)",
                                 userInfo: [CoreDataError.filePathErrorKey: url.path])
         }
-        versionNames = items.filter { $0.hasSuffix(".xcdatamodel") }.sorted()
+        versionNames = ManagedObjectModel.versionOrder(items.filter { $0.hasSuffix(".xcdatamodel") })
         guard !versionNames.isEmpty else {
             throw CoreDataError(.fileReadCorruptFile, "\(url.path): model bundle holds no .xcdatamodel version",
                                 userInfo: [CoreDataError.filePathErrorKey: url.path])
