@@ -55,7 +55,21 @@ extension FetchFunction {
     /// True when `name` is one of the built-in functions.
     static func isBuiltIn(_ name: String) -> Bool { arities[name] != nil }
 
-    /// A method call on the first argument, for a name that is not built in.
+    /// True when `FUNCTION(receiver, 'name', …)` with `argumentCount`
+    /// arguments (the receiver included) must be a method call: the name is
+    /// not built in, or the receiver is a `$variable` and the built-in of
+    /// that name takes another number of arguments (a migration policy's
+    /// `log:with:`-style method may share a built-in's name).
+    static func isMethodCall(_ name: String, receiver: FetchExpression, argumentCount: Int) -> Bool {
+        guard let arity = arities[name] else { return true }
+        guard case .variable = receiver else { return false }
+        return arity.map { $0 != argumentCount } ?? false
+    }
+
+    /// A method call on the first argument: for a name that is not built in,
+    /// and for any name when the first argument is an
+    /// ``ExpressionFunctionTarget`` (its methods shadow the built-ins, as an
+    /// Objective-C receiver's own methods would).
     static func callTarget(_ name: String, _ args: [Any?]) throws -> Any? {
         guard let receiver = args.first.flatMap({ $0 }) else {
             // Messaging nil gives nil, as in Objective-C.

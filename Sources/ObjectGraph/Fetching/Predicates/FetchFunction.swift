@@ -41,6 +41,9 @@ public enum FetchFunction {
     }
 
     private static func applyUnchecked(_ name: String, _ args: [Any?]) throws -> Any? {
+        if case let target as ExpressionFunctionTarget = args.first.flatMap({ $0 }) {
+            return try target.evaluateFunction(name, arguments: Array(args.dropFirst()))
+        }
         switch name {
         case "sum:": return try sum(listArgument(args))
         case "count:": return listArgument(args).count

@@ -180,7 +180,7 @@ enum PredicateFormatter {
             out += ")"
             return
         }
-        if !FetchFunction.isBuiltIn(name), let receiver = args.first {
+        if let receiver = args.first, FetchFunction.isMethodCall(name, receiver: receiver, argumentCount: args.count) {
             // A method call on a receiver: only the FUNCTION form parses back.
             out += "FUNCTION("
             write(receiver, into: &out)

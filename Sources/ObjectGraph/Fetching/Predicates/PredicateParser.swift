@@ -473,7 +473,9 @@ struct PredicateParser {
         // A method of an object bound to a variable (`FUNCTION($manager,
         // 'destinationInstancesForEntityMappingNamed:sourceInstances:', …)`):
         // called through ExpressionFunctionTarget when evaluated.
-        if !FetchFunction.isBuiltIn(selector), case .variable = receiver { return .function(selector, args) }
+        if case .variable = receiver, FetchFunction.isMethodCall(selector, receiver: receiver, argumentCount: args.count) {
+            return .function(selector, args)
+        }
         return try makeFunction(selector, args, at: selectorToken)
     }
 

@@ -91,7 +91,8 @@ struct ArchivedPredicateDecoder {
             guard !selector.isEmpty else { throw reader.corrupt("\(context): function expression without a selector") }
             // A method of an object (FUNCTION($manager, 'selector:', …)): the
             // receiver is the first argument, as the predicate parser puts it.
-            if !FetchFunction.isBuiltIn(selector), let operand, case .variable = operand {
+            if let operand, case .variable = operand,
+               FetchFunction.isMethodCall(selector, receiver: operand, argumentCount: arguments.count + 1) {
                 return .function(selector, [operand] + arguments)
             }
             // Functions keep their full selector, as the predicate parser names them.
