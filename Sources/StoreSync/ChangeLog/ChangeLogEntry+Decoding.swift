@@ -26,7 +26,9 @@ extension ChangeLogEntry {
         }
     }
 
-    /// Reads an entry back from `jsonObject`'s form and `valueKinds`.
+    /// Reads an entry back from `jsonObject`'s form and `valueKinds`. It
+    /// prints as the original (`jsonLine`, and as people see it); times and
+    /// date values come back to the millisecond, as JSON carries them.
     /// - Throws: `ChangeLogError.badEntry` naming the field that is missing
     ///   or of the wrong type.
     public init(jsonObject object: [String: Any], valueKinds: [[String: String]] = []) throws {
@@ -51,6 +53,7 @@ extension ChangeLogEntry {
         }
         let group = try optional("group", String.self)
         let store = try optional("store", String.self)
+        guard group != nil || store != nil else { throw ChangeLogError.badEntry("fields group and store are both null: no source") }
         source = ChangeLogSource(group: group, store: store)
         position = try integer(object["position"], "position")
         cursor = try ChangeLogPosition(parsing: try field("cursor", String.self))
