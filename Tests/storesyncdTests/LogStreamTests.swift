@@ -102,6 +102,36 @@ final class LogStreamTests: XCTestCase {
         XCTAssertEqual(Array(follower.lines.prefix(fromFiles.count)), fromFiles)
     }
 
+    /// A history of several batches (128 entries each) streams whole, in
+    /// the files' order, to a client that reads it only after it was sent.
+    func testALongHistoryStreamsInBatches() throws {
+        let daemon = try Daemon.Controlled()
+        XCTAssertEqual(try daemon.ctl(["pause"]).status, 0)
+        let context = try Daemon.app(daemon.url("s1"))
+        try context.performAndWait {
+            for index in 0..<300 {
+                let item = try context.insertNewObject(forEntityName: "Item")
+                try item.setValue("bulk-\(index)", forKey: "name")
+                try item.setValue(Int64(index), forKey: "count")
+                try context.save()
+            }
+        }
+        let files = try Daemon.ctl(["log", "--json", "--config", daemon.config]).stdout.split(separator: "\n").map(String.init)
+        XCTAssertGreaterThanOrEqual(files.count, 300)
+        let client = try daemon.client()
+        XCTAssertEqual(try client.request(["op": "log", "after": "", "id": 4])["ok"], true)
+        Thread.sleep(forTimeInterval: 0.5)   // the daemon sends while nobody reads
+        var lines: [String] = []
+        var caughtUp = 0
+        let deadline = Date().addingTimeInterval(20)
+        while let message = try client.readMessage(deadline: deadline) {
+            if message["event"] == "caught-up" { caughtUp += 1; break }
+            if message["event"] == "transaction", let entry = message["entry"] { lines.append(entry.text) }
+        }
+        XCTAssertEqual(caughtUp, 1)
+        XCTAssertEqual(lines, files)
+    }
+
     /// Bad requests are refused with the field named; a follower without a
     /// daemon says so and polls the files, and one whose daemon stops goes on
     /// from the files where the stream left off.
@@ -119,6 +149,11 @@ final class LogStreamTests: XCTestCase {
 
         let follower = try Follower(Daemon.ctlBinary.path, ["log", "--follow", "--store", "s1", "--config", daemon.config, "--socket", daemon.socket])
         defer { follower.stop() }
+        // On the stream (the daemon counts the log requests it answered ok) before the daemon stops.
+        XCTAssertTrue(try Daemon.wait(timeout: 10) {
+            let text = try daemon.request(["op": "metrics"])["text"]?.string ?? ""
+            return (try PrometheusText(text).value("storesync_control_requests_total", ["op": "log", "outcome": "ok"]) ?? 0) >= 1
+        }, follower.stderr)
         try daemon.save("s1", name: "before-stop", count: 1)
         XCTAssertTrue(Daemon.wait(timeout: 5) { follower.stdout.contains("name: \"before-stop\"") }, follower.stdout + follower.stderr)
         daemon.daemon.signal(SIGTERM)

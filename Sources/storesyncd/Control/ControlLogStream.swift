@@ -18,6 +18,11 @@ import StoreSyncControl
 final class ControlLogStream {
     static let pollInterval: TimeInterval = 0.2
     static let batchSize = 128
+    /// A batch also ends past this many bytes of entries, so one batch
+    /// cannot take a client from under `highWater` past the 4 MiB at which
+    /// `sendEvent` cuts a slow consumer off (only a single transaction of
+    /// more than about 3 MiB can).
+    static let batchBytes = 256 * 1024
     static let highWater = 1024 * 1024
 
     private let loop: EventLoop
@@ -106,10 +111,15 @@ final class ControlLogStream {
             var batch = Batch()
             if let log = box.log {
                 do {
-                    while batch.items.count < Self.batchSize, let entry = try log.next() {
-                        batch.items.append(try Self.item(entry))
+                    var bytes = 0
+                    var full = false
+                    while !full, let entry = try log.next() {
+                        let item = try Self.item(entry)
+                        batch.items.append(item.fields)
+                        bytes += item.bytes
+                        full = batch.items.count >= Self.batchSize || bytes >= Self.batchBytes
                     }
-                    batch.caughtUp = batch.items.count < Self.batchSize
+                    batch.caughtUp = !full
                 } catch {
                     batch.warnings.append("reading the change log failed: \(error); trying again")
                     batch.caughtUp = true
@@ -155,9 +165,9 @@ final class ControlLogStream {
 
     /// One `transaction` item: the entry as `log --json` prints it, and
     /// what a client needs to read its values back exactly (`kinds`).
-    static func item(_ entry: ChangeLogEntry) throws -> [String: JSONValue] {
-        let entryValue = try JSONValue.parse(Data(try entry.jsonLine().utf8))
+    static func item(_ entry: ChangeLogEntry) throws -> (fields: [String: JSONValue], bytes: Int) {
+        let line = Data(try entry.jsonLine().utf8)
         let kinds = entry.valueKinds.map { JSONValue.object($0.mapValues(JSONValue.string)) }
-        return ["entry": entryValue, "kinds": .array(kinds)]
+        return (["entry": try JSONValue.parse(line), "kinds": .array(kinds)], line.count)
     }
 }
