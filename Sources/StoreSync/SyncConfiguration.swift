@@ -46,3 +46,17 @@ public struct SyncGroupConfiguration: @unchecked Sendable {
         self.historyRetention = historyRetention
     }
 }
+
+extension SyncGroupConfiguration {
+    /// The group's embedded hub file, for tools that read it (`storesyncctl query GROUP`).
+    ///
+    /// ```swift
+    /// let store = SQLiteStore(model: configuration.hubModel, configurationName: nil, url: configuration.hubURL,
+    ///                         options: [PersistentStore.readOnlyOption: true])
+    /// ```
+    public var hubURL: URL { stateDirectory.appendingPathComponent("hub.sqlite") }
+
+    /// The model the hub is written with: the group's model and the engine's
+    /// bookkeeping entities.
+    public var hubModel: ManagedObjectModel { EmbeddedHub.hubModel(model) }
+}

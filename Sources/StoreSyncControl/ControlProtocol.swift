@@ -19,7 +19,7 @@ public enum ControlProtocol {
 
     /// Every operation; the wire name is the raw value.
     public enum Op: String, CaseIterable, Sendable {
-        case status, pause, resume, sync, reload, metrics, events, cancel
+        case status, pause, resume, sync, reload, metrics, events, cancel, log
         case conflictsList = "conflicts.list"
         case conflictsShow = "conflicts.show"
         case conflictsResolve = "conflicts.resolve"

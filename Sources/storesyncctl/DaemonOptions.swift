@@ -27,6 +27,12 @@ struct DaemonOptions: ParsableArguments {
     }
 
     func location(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> Location {
+        try Self.location(socket: socket, config: config, environment: environment)
+    }
+
+    /// The socket `--socket` and `--config` name (for commands that take them
+    /// beside other options, such as `log --follow`).
+    static func location(socket: String?, config: String?, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> Location {
         if let socket { return Location(path: Self.absolute(socket), source: "--socket") }
         if let config {
             let file = Self.absolute(config)

@@ -32,7 +32,10 @@ struct LogCommand: ParsableCommand {
             beginning. The format is in docs/CHANGELOG-FORMAT.md.
 
             --follow waits for new transactions and prints each within a second of its \
-            commit, until interrupted.
+            commit, until interrupted. It reads the history there is from the files, then \
+            takes new transactions from storesyncd's change-log stream (the control socket's \
+            log op) from exactly where the files left off; when the daemon is not running \
+            (or stops) it says so on stderr and polls the files instead.
 
             Without a configuration, --store PATH --model PATH reads one store file.
 
@@ -100,6 +103,12 @@ struct LogCommand: ParsableCommand {
     @Flag(help: "After the last transaction (in --follow, whenever it is caught up), print '-- cursor: CURSOR'.")
     var showCursor = false
 
+    @Option(help: "With --follow: storesyncd's control socket (default: the configuration's control_socket).")
+    var socket: String?
+
+    @Option(help: "With --follow: seconds to wait for storesyncd to open the stream.")
+    var timeout: Double = 10
+
     func validate() throws {
         if model != nil {
             guard stores.count == 1 else { throw ValidationError("--model reads one store file: give exactly one --store PATH") }
@@ -114,7 +123,7 @@ struct LogCommand: ParsableCommand {
     }
 
     /// The log as the options describe it.
-    func makeLog(now: Date = Date()) throws -> SyncChangeLog {
+    func makeLog(now: Date = Date(), resuming cursor: ChangeLogPosition? = nil) throws -> SyncChangeLog {
         var filter = ChangeLogFilter()
         do {
             filter.since = try since.map { try JournalTime.parse($0, now: now) }
@@ -129,7 +138,7 @@ struct LogCommand: ParsableCommand {
         filter.includesBookkeeping = bookkeeping
         let position: ChangeLogPosition
         do {
-            position = try after.map { try ChangeLogPosition(parsing: $0) } ?? .start
+            position = try cursor ?? after.map { try ChangeLogPosition(parsing: $0) } ?? .start
         } catch {
             throw CommandFailure(message: "--after: \(error)", exitCode: SysExit.usage)
         }
@@ -160,7 +169,7 @@ struct LogCommand: ParsableCommand {
     }
 
     func run() throws {
-        let log: SyncChangeLog
+        var log: SyncChangeLog
         do {
             log = try makeLog()
         } catch {
@@ -176,7 +185,9 @@ struct LogCommand: ParsableCommand {
             pthread_sigmask(SIG_UNBLOCK, &signals, nil)
         }
         let printer = LogPrinter(json: json, colour: LogPrinter.wantsColour())
-        var printedSinceCursor = false
+        // In --follow the cursor is shown once caught up, history or not.
+        var printedSinceCursor = true
+        var triedDaemon = false
         while true {
             do {
                 while let entry = try log.next() {
@@ -194,8 +205,23 @@ struct LogCommand: ParsableCommand {
                 printedSinceCursor = false
             }
             guard follow else { return }
-            // Polling the files (one small query per source) keeps the CLI
-            // independent of the daemon; 200 ms keeps a commit within a second.
+            if !triedDaemon, model == nil {
+                // Once: a daemon that went away is not looked for again.
+                triedDaemon = true
+                let stream = LogStreamFollower(command: self, printer: printer, log: log)
+                let cursor = stream.follow(printedSinceCursor: &printedSinceCursor)
+                if cursor != log.position {
+                    do {
+                        log.close()
+                        log = try makeLog(resuming: cursor)
+                    } catch {
+                        return try CommandOutcome.failure(error).perform()
+                    }
+                }
+                continue
+            }
+            // Polling the files (one small query per source); 200 ms keeps
+            // a commit within a second.
             Thread.sleep(forTimeInterval: 0.2)
         }
     }

@@ -36,6 +36,11 @@ struct MigrateCommand: ParsableCommand {
               storesyncctl migrate Sync.sqlite --model Model.xcdatamodeld --dry-run
               storesyncctl migrate Sync.sqlite --model Model.xcdatamodeld --mapping Mappings/
               storesyncctl migrate Sync.sqlite --model Model.xcdatamodeld --to 'Model 3.xcdatamodel'
+
+            Exit statuses: 0 migrated (or nothing to do, or the dry run printed); 64 usage; \
+            65 no version fits the store, no mapping for a step, a mapping that fails; 66 no \
+            such store or model; 74 SQLite could not write (a full disk); 75 the store stayed \
+            locked by a writer past the timeout.
             """
     )
 

@@ -7,7 +7,17 @@ import ObjectGraph
 struct ModelCheckCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "check",
-        abstract: "Validate a model; print every problem and exit 65 if it is invalid."
+        abstract: "Validate a model; print every problem and exit 65 if it is invalid.",
+        discussion: """
+            Warnings (valid, but probably not meant) go to stderr and do not change the status.
+
+            Examples:
+              storesyncctl model check Model.xcdatamodeld
+              storesyncctl model check Model.momd/Model2.mom
+
+            Exit statuses: 0 valid; 64 usage; 65 invalid (every problem with file, line, \
+            entity and property); 66 no such model file.
+            """
     )
 
     @Argument(help: "A .xcdatamodeld bundle (its current version), a .xcdatamodel folder, or a contents file.")

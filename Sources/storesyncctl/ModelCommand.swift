@@ -7,6 +7,14 @@ struct ModelCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "model",
         abstract: "Show or check a managed object model (.xcdatamodeld, .momd, .xcdatamodel, contents or .mom file; show also takes a SQLite store).",
+        discussion: """
+            Examples:
+              storesyncctl model show Model.xcdatamodeld
+              storesyncctl model check Model.xcdatamodeld
+
+            Exit statuses: 0 success; 64 usage; 65 an invalid or unreadable model or store; \
+            66 no such file.
+            """,
         subcommands: [ModelShowCommand.self, ModelCheckCommand.self]
     )
 }

@@ -20,6 +20,10 @@ struct ModelShowCommand: ParsableCommand {
               storesyncctl model show Model.xcdatamodeld
               storesyncctl model show Store.sqlite --json
               storesyncctl model show Store.sqlite --model Model.xcdatamodeld
+
+            Exit statuses: 0 shown; 64 usage; 65 a model or store that cannot be read, or no \
+            version of --model's bundle fits the store; 66 no such file; 75 the store stayed \
+            locked by a writer past the timeout.
             """
     )
 

@@ -18,6 +18,11 @@ struct PredicateCommand: ParsableCommand {
             Examples:
               storesyncctl predicate 'name BEGINSWITH[cd] %@ AND age > %d' --arg ann --arg 30
               storesyncctl predicate 'ANY tags == "x"' --evaluate rows.json --json
+
+            Exit statuses: 0 success; 64 usage; 65 a predicate with a syntax error (the \
+            message gives its line and column, with a caret under it), a value that does not \
+            fit, or --evaluate input that is not a JSON array; 66 the --evaluate file cannot \
+            be read.
             """
     )
 

@@ -1,10 +1,13 @@
 import ArgumentParser
 import Foundation
 import ObjectGraph
+import StoreSync
+import StoreSyncConfig
 
-/// `storesyncctl query STORE ENTITY [PREDICATE] --model PATH [--sort KEY[:desc]]... [--offset N] [--limit N] [--json]`:
+/// `storesyncctl query STORE-OR-GROUP ENTITY [PREDICATE] --model PATH [--sort KEY[:desc]]... [--offset N] [--limit N] [--json]`:
 /// a read-only fetch from a Core Data SQLite store (Apple-written ones
-/// included), filtered with Core Data's predicate language.
+/// included), or a sync group's hub or store named in the daemon's
+/// configuration, filtered with Core Data's predicate language.
 ///
 /// The store is opened read-only through `SQLiteStore` and never written:
 /// a WAL-mode file without a pending `-wal` is opened `immutable=1`, so no
@@ -33,8 +36,20 @@ struct QueryCommand: ParsableCommand {
             Integer 64. With a bundle (.xcdatamodeld or .momd), the version the store was \
             written with is picked (by version hashes, else by schema and cached model).
 
+            STORE-OR-GROUP is a store file, or, when no such file exists, a sync group of \
+            the daemon's configuration (--config): its hub by default, or its store --store \
+            NAME, read with the group's model.
+
+            Exit statuses: 0 success; 64 bad usage (--store without a group, --model with a \
+            group); 65 a bad predicate (its column shown), an entity or key the model lacks, \
+            a store the model does not fit or that is damaged; 66 no such store file or group, \
+            or an unreadable store, model or configuration file; 75 the store stayed locked \
+            by a writer past the timeout; 78 a configuration file that cannot be used.
+
             Examples:
               storesyncctl query Sync.sqlite Bot 'name BEGINSWITH[c] "ios"'
+              storesyncctl query notes Note 'title CONTAINS[c] "plan"'
+              storesyncctl query notes Note --store phone --config /etc/storesyncd/storesyncd.toml --json
               storesyncctl query Sync.sqlite Bot 'name BEGINSWITH[c] "ios"' --model Model.xcdatamodeld
               storesyncctl query Old.sqlite Bot 'lastupdate > CAST(0, "NSDate")' --json
               storesyncctl query Sync.sqlite Integration 'number > 3' --model Model.xcdatamodeld --sort number:desc --limit 5 --json
@@ -42,7 +57,7 @@ struct QueryCommand: ParsableCommand {
             """
     )
 
-    @Argument(help: "The SQLite store file.")
+    @Argument(help: ArgumentHelp("The SQLite store file, or a sync group of the configuration (its hub, or --store).", valueName: "store-or-group"))
     var store: String
 
     @Argument(help: "The entity to fetch (its sub-entities included).")
@@ -65,6 +80,12 @@ struct QueryCommand: ParsableCommand {
 
     @Flag(help: "Print a JSON array of objects instead of a table.")
     var json = false
+
+    @Option(name: .customLong("store"), help: "With a group: this store of it instead of its hub.")
+    var groupStore: String?
+
+    @Option(help: "The daemon's configuration file, where groups are looked up. Default: $CONFIGURATION_DIRECTORY/storesyncd.toml, else /etc/storesyncd/storesyncd.toml.")
+    var config: String?
 
     func validate() throws {
         if let limit, limit <= 0 { throw ValidationError("--limit must be a positive number") }
@@ -108,8 +129,53 @@ struct QueryCommand: ParsableCommand {
         }
     }
 
+    /// The file to read and, for a group's hub or store, the model to read
+    /// it with (the group's, never a guess).
+    struct Target {
+        var url: URL
+        var model: ManagedObjectModel?
+        var configurationName: String?
+        var origin: String?
+    }
+
+    /// A store file as given, or a group of the configuration when no file
+    /// has that name (or `--store`/`--config` say a group is meant).
+    func target() throws -> Target {
+        var isDirectory: ObjCBool = false
+        let fileExists = FileManager.default.fileExists(atPath: store, isDirectory: &isDirectory) && !isDirectory.boolValue
+        if fileExists && groupStore == nil && config == nil { return Target(url: URL(fileURLWithPath: store)) }
+        let configuration: DaemonConfiguration
+        do {
+            configuration = try GroupLookup.configuration(config)
+        } catch let failure as CommandFailure {
+            if config == nil && groupStore == nil {
+                // Most likely a mistyped file name: say that first.
+                throw Failure(message: "no store file at \(URL(fileURLWithPath: store).path), and no group of that name: \(failure.message)", exitCode: SysExit.noInput)
+            }
+            throw Failure(message: failure.message, exitCode: failure.exitCode)
+        }
+        guard let settings = configuration.groups.first(where: { $0.name == store }) else {
+            if fileExists && groupStore == nil { return Target(url: URL(fileURLWithPath: store)) }
+            let groups = configuration.groups.map(\.name).joined(separator: ", ")
+            throw Failure(message: "no store file at \(URL(fileURLWithPath: store).path), and no group '\(store)' in \(configuration.file) (it has: \(groups.isEmpty ? "none" : groups))",
+                          exitCode: groupStore == nil ? SysExit.noInput : SysExit.usage)
+        }
+        if model != nil {
+            throw Failure(message: "--model: a group's hub and stores are read with the group's model (\(settings.modelPath.path)); leave --model out", exitCode: SysExit.usage)
+        }
+        let group = settings.syncConfiguration(stateDirectory: configuration.stateDirectory, historyRetention: configuration.historyRetention)
+        guard let name = groupStore else {
+            return Target(url: group.hubURL, model: group.hubModel, origin: "the hub of group \(group.name)")
+        }
+        guard let member = group.stores.first(where: { $0.name == name }) else {
+            throw Failure(message: "group \(group.name) has no store '\(name)' (it has: \(group.stores.map(\.name).joined(separator: ", ")))", exitCode: SysExit.usage)
+        }
+        return Target(url: member.url, model: group.model, configurationName: member.configurationName, origin: "store \(name) of group \(group.name)")
+    }
+
     private func perform() throws -> String {
-        let resolved = try loadModel()
+        let target = try target()
+        let resolved = try loadModel(target)
         let model = resolved.model
         guard let entityDescription = model.entitiesByName[entity] else {
             throw Failure(message: "the model has no entity '\(entity)' (it has \(model.entities.map(\.name).sorted().joined(separator: ", ")))",
@@ -139,7 +205,7 @@ struct QueryCommand: ParsableCommand {
         request.fetchLimit = limit ?? 0
         request.fetchOffset = offset ?? 0
 
-        let sqliteStore = try openStore(model, ignoringVersionHashes: resolved.isDerived)
+        let sqliteStore = try openStore(model, target, ignoringVersionHashes: resolved.isDerived)
         defer { sqliteStore.close() }
         let snapshots: [StoreSnapshot]
         do {
@@ -153,8 +219,12 @@ struct QueryCommand: ParsableCommand {
         return json ? try rows.json(snapshots) : rows.table(snapshots)
     }
 
-    private func loadModel() throws -> StoreModelResolver.Resolved {
-        let url = URL(fileURLWithPath: store)
+    private func loadModel(_ target: Target) throws -> StoreModelResolver.Resolved {
+        let url = target.url
+        if let groupModel = target.model {
+            try checkStoreFile(url)
+            return StoreModelResolver.Resolved(model: groupModel, origin: "the model of \(target.origin ?? "the group")")
+        }
         if model == nil || StoreModelResolver.isBundle(model!) {
             // The store is read to choose the model: refuse a missing one first, as openStore would.
             try checkStoreFile(url)
@@ -195,11 +265,11 @@ struct QueryCommand: ParsableCommand {
         return FetchSortDescriptor(key: key, ascending: ascending)
     }
 
-    private func openStore(_ model: ManagedObjectModel, ignoringVersionHashes: Bool) throws -> SQLiteStore {
-        let url = URL(fileURLWithPath: store)
+    private func openStore(_ model: ManagedObjectModel, _ target: Target, ignoringVersionHashes: Bool) throws -> SQLiteStore {
+        let url = target.url
         try checkStoreFile(url)
         // A derived model cannot reproduce the store's hashes; its schema was checked against the file instead.
-        let sqliteStore = SQLiteStore(model: model, configurationName: nil, url: url,
+        let sqliteStore = SQLiteStore(model: model, configurationName: target.configurationName, url: url,
                                       options: [PersistentStore.readOnlyOption: true,
                                                 PersistentStore.ignoreVersioningOption: ignoringVersionHashes])
         do {

@@ -137,6 +137,69 @@ final class FakeServer: @unchecked Sendable {
         #expect(result.stderr.contains("cannot use --config: \(broken.path): key control_socket"))
     }
 
+    @Test func unknownSubcommandsAndOptionsAreUsageErrorsExit64() throws {
+        let subcommand = try CLI.run(["bogus"])
+        #expect(subcommand.status == 64)
+        #expect(subcommand.stderr.contains("Unexpected argument 'bogus'"), "\(subcommand.stderr)")
+        #expect(subcommand.stderr.contains("Usage: storesyncctl <subcommand>"), "\(subcommand.stderr)")
+        let option = try CLI.run(["status", "--bogus"])
+        #expect(option.status == 64)
+        #expect(option.stderr.contains("Unknown option '--bogus'"), "\(option.stderr)")
+        let nested = try CLI.run(["conflicts", "frobnicate"])
+        #expect(nested.status == 64)
+        #expect(nested.stderr.contains("'frobnicate'"), "\(nested.stderr)")
+        let value = try CLI.run(["status", "--timeout", "soon"])
+        #expect(value.status == 64)
+        #expect(value.stderr.contains("--timeout") && value.stderr.contains("soon"), "\(value.stderr)")
+    }
+
+    /// `log --follow` given a socket that is not the daemon's, or a daemon
+    /// that does not answer in time, says so and follows the files instead.
+    @Test func logFollowFallsBackToTheFilesSayingWhy() throws {
+        let fixture = try SyncGroupFixture()
+        let http = try FakeServer(.answer("HTTP/1.1 400 Bad Request\r\n\r\n"))
+        let wrong = try Self.follow(["log", "--follow", "--config", fixture.configPath, "--socket", http.path])
+        #expect(wrong.contains("\(http.path) is not storesyncd's control socket: it answered something that is not JSON"), "\(wrong)")
+        #expect(wrong.contains("following by polling the files"), "\(wrong)")
+        let silent = try FakeServer(.silent)
+        let slow = try Self.follow(["log", "--follow", "--config", fixture.configPath, "--socket", silent.path, "--timeout", "0.3"])
+        #expect(slow.contains("storesyncd did not answer within 0.3 s on \(silent.path); following by polling the files"), "\(slow)")
+    }
+
+    /// Runs a `--follow` until its stderr has a line (at most 5 s), then stops it; returns stderr.
+    static func follow(_ arguments: [String]) throws -> String {
+        let process = Process()
+        process.executableURL = CLI.binary
+        process.arguments = arguments
+        let err = Pipe()
+        process.standardError = err
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        var text = ""
+        let deadline = Date().addingTimeInterval(5)
+        let fd = err.fileHandleForReading.fileDescriptor
+        while Date() < deadline, !text.contains("polling") {
+            var pollfd = Glibc.pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&pollfd, 1, 100) > 0 else { continue }
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            let count = read(fd, &buffer, buffer.count)
+            if count <= 0 { break }
+            text += String(decoding: buffer[..<count], as: UTF8.self)
+        }
+        kill(process.processIdentifier, SIGTERM)
+        process.waitUntilExit()
+        return text
+    }
+
+    @Test func everyCommandDocumentsItsExitStatuses() throws {
+        for command in [["log"], ["verify"], ["attach"], ["detach"], ["query"], ["model"], ["model", "show"], ["model", "check"],
+                        ["predicate"], ["migrate"], ["completion"], []] {
+            let help = try CLI.run(command + ["--help"])
+            #expect(help.status == 0)
+            #expect(help.stdout.range(of: "Exit status", options: .caseInsensitive) != nil, "\(command)")
+        }
+    }
+
     @Test func everyDaemonCommandDocumentsItsExitStatuses() throws {
         for command in [["status"], ["pause"], ["resume"], ["sync"], ["reload"], ["metrics"], ["conflicts", "list"], ["conflicts", "show"], ["conflicts", "resolve"]] {
             let help = try CLI.run(command + ["--help"])

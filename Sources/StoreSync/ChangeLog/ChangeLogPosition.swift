@@ -108,11 +108,14 @@ public enum ChangeLogError: Error, CustomStringConvertible, Equatable {
     case badPosition(String, String)
     /// A filter that cannot apply to these sources, and why.
     case badFilter(String)
+    /// A change-log entry in JSON (the daemon's `log` stream) that cannot be read back.
+    case badEntry(String)
 
     public var description: String {
         switch self {
         case .badPosition(let text, let why): return "bad change-log position '\(text)': \(why)"
         case .badFilter(let why): return why
+        case .badEntry(let why): return "bad change-log entry: \(why)"
         }
     }
 }

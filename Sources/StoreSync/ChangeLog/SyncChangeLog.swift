@@ -171,6 +171,28 @@ public final class SyncChangeLog {
         return problems
     }
 
+    /// Moves every source to its newest position now, so `next()` gives
+    /// only transactions committed from here on (a follower that wants no
+    /// history: the daemon's `log` stream without `after`). A source that
+    /// cannot be opened yet stays where it was.
+    ///
+    /// ```swift
+    /// let log = try SyncChangeLog(groups: [configuration])
+    /// try log.skipToEnd()
+    /// // ... later: only what was committed since
+    /// while let entry = try log.next() { print(entry.position) }
+    /// ```
+    public func skipToEnd() throws {
+        for reader in readers {
+            guard let file = open(reader) else { continue }
+            let current = try file.currentPosition()
+            reader.fill([])
+            reader.fetchedThrough = max(reader.fetchedThrough, current)
+            position[reader.source] = reader.fetchedThrough
+        }
+        caughtUp = []
+    }
+
     // MARK: - Reading
 
     /// The next transaction the filter keeps, in time order across sources;

@@ -39,6 +39,7 @@ final class ControlService {
                 _ = try request.string("group")
                 fail(ControlError(.unsupported, "export rebuild is not available: external records are not built yet (issue 18), so there is no export directory to rebuild"))
             case .events: try events(request, on: connection, reply: reply)
+            case .log: try log(request, on: connection, reply: reply)
             case .cancel:
                 guard let target = request.fields["subscription"], !target.isNull else {
                     throw ControlError(.badRequest, "missing field subscription (the id of the request that opened the stream)")
