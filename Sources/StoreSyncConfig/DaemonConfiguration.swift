@@ -58,12 +58,47 @@ public struct StoreSettings: Equatable {
     public var configuration: String?
 }
 
+/// A group's `[group.export]` table, validated: where and how the daemon
+/// keeps the group's external records (docs/EXTERNAL-RECORDS.md, "Daemon").
+///
+/// ```toml
+/// [group.export]
+/// directory = "/srv/notes/records"
+/// format = "xml"
+/// plain_text = true
+/// ```
+public struct ExportSettings: Equatable {
+    /// The formats `format` takes: Core Data's "xml" and "binary" plus "json".
+    public static let formats = ["json", "xml", "binary"]
+
+    public var directory: URL
+    /// One of `formats`; the daemon maps it to ObjectGraph's `ExternalRecordFormat`.
+    public var format: String
+    /// nil: the format's own ("json", "xml", "plist").
+    public var fileExtension: String?
+    public var writesPlainText: Bool
+    public var writesChangeFeed: Bool
+    public var exportsAllAttributesWhenNoneFlagged: Bool
+
+    public init(directory: URL, format: String = "json", fileExtension: String? = nil, writesPlainText: Bool = false,
+                writesChangeFeed: Bool = false, exportsAllAttributesWhenNoneFlagged: Bool = true) {
+        self.directory = directory
+        self.format = format
+        self.fileExtension = fileExtension
+        self.writesPlainText = writesPlainText
+        self.writesChangeFeed = writesChangeFeed
+        self.exportsAllAttributesWhenNoneFlagged = exportsAllAttributesWhenNoneFlagged
+    }
+}
+
 /// One `[[group]]`, validated; its model is loaded.
 public struct GroupSettings {
     public var name: String
     public var modelPath: URL
     public var model: ManagedObjectModel
     public var stores: [StoreSettings]
+    /// `[group.export]`: nil when the group exports no records.
+    public var export: ExportSettings?
 
     /// The engine's configuration: the hub lives in `<state>/<group>/`.
     public func syncConfiguration(stateDirectory: URL, historyRetention: TimeInterval) -> SyncGroupConfiguration {
@@ -104,7 +139,9 @@ public struct DaemonConfiguration {
 
     public static let topLevelKeys: Set<String> = ["state_directory", "runtime_directory", "log_level", "log_format",
                                             "history_retention", "rescan_interval", "debounce", "control_socket", "group"]
-    public static let groupKeys: Set<String> = ["name", "model", "store"]
+    public static let groupKeys: Set<String> = ["name", "model", "store", "export"]
+    public static let exportKeys: Set<String> = ["directory", "format", "extension", "plain_text", "change_feed",
+                                                 "all_attributes_when_none_flagged"]
     public static let storeKeys: Set<String> = ["name", "path", "policy", "configuration"]
 
     /// The file read when `--config` is not given: systemd's
@@ -167,6 +204,12 @@ private struct Reader {
         guard let string = value.string else { throw fail(prefix + key, "expected a string, found \(value.type)") }
         guard !string.isEmpty else { throw fail(prefix + key, "must not be empty") }
         return string
+    }
+
+    func bool(_ table: TOMLTable, _ key: String, prefix: String) throws -> Bool? {
+        guard let value = table[key] else { return nil }
+        guard let bool = value.bool else { throw fail(prefix + key, "expected true or false, found \(value.type)") }
+        return bool
     }
 
     func path(_ string: String) -> URL {
@@ -323,7 +366,49 @@ private struct Reader {
         guard stores.count >= 2 else {
             throw fail(prefix + "store", "group '\(name)' has \(stores.count) store\(stores.count == 1 ? "" : "s"); syncing needs two or more")
         }
-        return GroupSettings(name: name, modelPath: modelPath, model: model, stores: stores)
+        var export: ExportSettings?
+        if let value = table["export"] {
+            guard let exportTable = value.table else {
+                throw fail(prefix + "export", "expected a table ([group.export] under the group's [[group]]), found \(value.type)")
+            }
+            export = try self.export(exportTable, prefix: prefix + "export.", stores: stores)
+        }
+        return GroupSettings(name: name, modelPath: modelPath, model: model, stores: stores, export: export)
+    }
+
+    /// `[group.export]`. The directory itself may be missing (it is created
+    /// at the first export) or unwritable for a while (the exporter catches
+    /// up later): only what can never work is refused here.
+    func export(_ table: TOMLTable, prefix: String, stores: [StoreSettings]) throws -> ExportSettings {
+        try checkKeys(table, allowed: DaemonConfiguration.exportKeys, prefix: prefix)
+        let directory = path(try string(table, "directory", prefix: prefix, required: true)!)
+        guard directory.path != "/" else { throw fail(prefix + "directory", "the root directory cannot be a records directory") }
+        for store in stores where store.path.deletingLastPathComponent().standardizedFileURL.path == directory.path {
+            // The stores' directory is watched: every record written would
+            // be a file event, and a rebuild would look at the store files.
+            throw fail(prefix + "directory", "\(directory.path) holds store \(store.name); records need a directory of their own")
+        }
+        var format = "json"
+        if let text = try string(table, "format", prefix: prefix, required: false) {
+            guard ExportSettings.formats.contains(text) else {
+                throw fail(prefix + "format", "'\(text)' is not a record format (expected one of \(ExportSettings.formats.joined(separator: ", ")))")
+            }
+            format = text
+        }
+        let fileExtension = try string(table, "extension", prefix: prefix, required: false)
+        if let fileExtension {
+            let allowed = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+            guard fileExtension.unicodeScalars.allSatisfy(allowed.contains) else {
+                throw fail(prefix + "extension", "'\(fileExtension)' may contain only letters, digits, '_' and '-' (no dot: \"json\", not \".json\")")
+            }
+            guard fileExtension != "txt" && fileExtension != "tmp" else {
+                throw fail(prefix + "extension", "'\(fileExtension)' is taken (.txt is the plain-text rendering, .tmp a record being written)")
+            }
+        }
+        return ExportSettings(directory: directory, format: format, fileExtension: fileExtension,
+                              writesPlainText: try bool(table, "plain_text", prefix: prefix) ?? false,
+                              writesChangeFeed: try bool(table, "change_feed", prefix: prefix) ?? false,
+                              exportsAllAttributesWhenNoneFlagged: try bool(table, "all_attributes_when_none_flagged", prefix: prefix) ?? true)
     }
 
     func store(_ table: TOMLTable, prefix: String, model: ManagedObjectModel) throws -> StoreSettings {

@@ -53,8 +53,12 @@ public enum ControlErrorCode: String, CaseIterable, Sendable {
     case cancelled
     /// The engine reported an error (the message carries it).
     case failed
-    /// The operation exists but is not built yet (export rebuild, issue 18).
+    /// The operation exists but this daemon cannot do it (no op answers it today;
+    /// kept so clients that matched on it still parse).
     case unsupported
+    /// The group exists but has no such feature configured (`export.rebuild`
+    /// for a group without `[group.export]`).
+    case notConfigured = "not-configured"
     /// Too many connections are open; try again.
     case busy
     /// A subscriber read too slowly and its stream was ended.

@@ -13,10 +13,13 @@ struct StatusCommand: ParsableCommand {
             Asks the running storesyncd through its control socket. Per store: its state \
             (ok, paused, catching-up, failed with the reason), history positions (what the hub \
             pulled through / the store's newest; what was pushed / the hub's newest), lag to the \
-            hub in store transactions and seconds, conflicts waiting and the last error. A group \
+            hub in store transactions and seconds, conflicts waiting and the last error. For a \
+            group with [group.export]: the records' state (ok, failing with the error), the hub \
+            position they reflect and when they were last written. A group \
             busy with a long round is shown from its last round, marked with its age.
 
-            "In sync" means every store is ok with no conflict waiting; a paused store is not in sync.
+            "In sync" means every store is ok with no conflict waiting and no export failing; a \
+            paused store is not in sync.
 
             Examples:
               storesyncctl status
@@ -85,6 +88,24 @@ struct StatusCommand: ParsableCommand {
             }
         }
         out += ControlOutput.table(["GROUP", "STORE", "STATE", "PULLED/STORE", "PUSHED/HUB", "LAG", "CONFLICTS"], rows)
+        // External records ([group.export]): one row per exporting group.
+        var exports: [[String]] = []
+        for group in reply["groups"]?.array ?? [] {
+            guard let export = group["export"], !export.isNull else { continue }
+            let name = ControlOutput.cell(group["name"])
+            let state = ControlOutput.cell(export["state"])
+            exports.append([name, state == "failing" ? ControlOutput.paint(state, .red) : ControlOutput.state(state),
+                            export["position"]?.isNull == false ? "hub \(ControlOutput.cell(export["position"]))" : "-",
+                            export["last_export"]?.string.map { ControlOutput.ago($0, now: now) } ?? "never",
+                            ControlOutput.cell(export["directory"])])
+            if state == "failing" {
+                let since = export["failing_since"]?.string.map { ", failing since \(ControlOutput.ago($0, now: now))" } ?? ""
+                notes.append("\(name) export\(since): \(ControlOutput.cell(export["last_error"]))")
+            }
+        }
+        if !exports.isEmpty {
+            out += "\n" + ControlOutput.table(["GROUP", "EXPORT", "RECORDS AT", "LAST EXPORT", "DIRECTORY"], exports)
+        }
         if !notes.isEmpty { out += "\n" + notes.map { "  \($0)" }.joined(separator: "\n") + "\n" }
         let summary = reply["in_sync"]?.bool == true
             ? ControlOutput.paint("All \(total) store\(total == 1 ? "" : "s") in sync.", .green)

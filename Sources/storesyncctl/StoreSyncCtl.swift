@@ -9,7 +9,7 @@ struct StoreSyncCtl: ParsableCommand {
         abstract: "Inspect Core Data models, predicates and stores; control storesyncd.",
         discussion: """
             Commands that talk to storesyncd (status, pause, resume, sync, reload, conflicts, \
-            metrics, log --follow) reach it through its control socket: --socket PATH, else \
+            metrics, export, log --follow) reach it through its control socket: --socket PATH, else \
             --config's control_socket, else $RUNTIME_DIRECTORY/control.sock, else \
             /run/storesyncd/control.sock. The others (log, verify, attach, detach, query, \
             model, predicate, migrate) read the files and work without the daemon.
@@ -49,6 +49,7 @@ struct StoreSyncCtl: ParsableCommand {
             ReloadCommand.self,
             ConflictsCommand.self,
             MetricsCommand.self,
+            ExportCommand.self,
             VerifyCommand.self,
             CompletionCommand.self,
         ]

@@ -69,6 +69,8 @@ final class GroupRunner {
     /// Called on the group's queue after every job.
     private let onRound: (RoundSummary) -> Void
     private let metrics: DaemonMetrics?
+    /// `[group.export]`: the records kept after every job (nil: none configured).
+    let export: GroupExport?
 
     // Only touched on `queue`.
     private var group: SyncGroup?
@@ -120,6 +122,7 @@ final class GroupRunner {
         logger[metadataKey: "group"] = "\(settings.name)"
         self.logger = logger
         self.onRound = onRound
+        export = settings.export.map { GroupExport(settings: $0, logger: logger) }
     }
 
     /// Opens the hub and the stores on the group's queue; `completion` runs
@@ -131,6 +134,7 @@ final class GroupRunner {
                 try FileManager.default.createDirectory(at: configuration.stateDirectory, withIntermediateDirectories: true)
                 let group = try SyncGroup(configuration: configuration)
                 self.group = group
+                export?.attach(group)
                 fileIdentities = Self.fileIdentities(configuration)
                 applyPauses(group)
                 highestConflict = (try? group.conflicts(includingResolved: true).map(\.id).max()) ?? 0
@@ -186,6 +190,15 @@ final class GroupRunner {
         }
     }
 
+    /// `export.rebuild`: rewrites the group's records directory from the
+    /// hub, on the queue (between rounds). `completion` runs on the queue.
+    func rebuildExport(completion: @escaping (Result<SyncRecordExporter.Report, Error>) -> Void) {
+        guard let export else {
+            return queue.async { [self] in completion(.failure(ControlError(.notConfigured, "group \(name) has no [group.export] table"))) }
+        }
+        perform({ _ in try export.rebuild() }, completion: completion)
+    }
+
     /// Pauses or resumes stores (`nil`: every store of the group). On the
     /// queue, so it takes effect between jobs, never inside a round.
     /// `completion` gets the store names changed, or the engine's error
@@ -229,6 +242,7 @@ final class GroupRunner {
                 logger.info("group closed")
             }
             group = nil
+            export?.detach()
             historyReader.closeAll()
             completion()
         }
@@ -283,6 +297,13 @@ final class GroupRunner {
         } catch {
             failure = "\(error)"
         }
+        // The records follow the hub (whatever the round did: a store that
+        // failed leaves the others' changes in it). Before the purge below,
+        // so the exporter's cursor is never behind what the purge may delete
+        // unless exporting itself fails for longer than the retention (then
+        // it rebuilds). Its failure is its own: logged and shown in status,
+        // never the round's.
+        if case .status = job {} else { export?.run() }
         // History every party has moved past and that is older than the
         // retention goes, now and then, after a full round.
         if case .round = job, failure == nil, Date().timeIntervalSince(lastPurge) >= Self.purgeInterval {
@@ -353,9 +374,12 @@ final class GroupRunner {
             do { try group.close() } catch { logger.warning("closing the group failed", metadata: ["error": "\(error)"]) }
         }
         group = nil
+        export?.detach()
         historyReader.closeAll()
         do {
-            group = try SyncGroup(configuration: configuration)
+            let reopened = try SyncGroup(configuration: configuration)
+            group = reopened
+            export?.attach(reopened)
             fileIdentities = Self.fileIdentities(configuration)
             reopenFailed = false
         } catch {

@@ -88,6 +88,49 @@ final class ConfigurationTests: XCTestCase {
         try assertInvalid(stores, "", key: "group[1].store", reason: "has 1 store; syncing needs two or more")
     }
 
+    /// `[group.export]` (issue 18): each key's type and value, named with the group's index.
+    func testExportTable() throws {
+        let last = "policy = \"overwrite\"\n"
+        func export(_ body: String) -> String { last + "\n[group.export]\n" + body }
+        try assertInvalid(last, export("format = \"xml\""), key: "group[1].export.directory", reason: "missing (required)")
+        try assertInvalid(last, export("directory = 3"), key: "group[1].export.directory", reason: "expected a string, found integer")
+        try assertInvalid(last, export("directory = \"\""), key: "group[1].export.directory", reason: "must not be empty")
+        try assertInvalid(last, export("directory = \".\""), key: "group[1].export.directory", reason: "holds store s1; records need a directory of their own")
+        try assertInvalid(last, export("directory = \"records\"\nformat = \"yaml\""), key: "group[1].export.format",
+                          reason: "'yaml' is not a record format (expected one of json, xml, binary)")
+        try assertInvalid(last, export("directory = \"records\"\nextension = \".json\""), key: "group[1].export.extension", reason: "no dot")
+        try assertInvalid(last, export("directory = \"records\"\nextension = \"txt\""), key: "group[1].export.extension", reason: "is taken")
+        try assertInvalid(last, export("directory = \"records\"\nplain_text = \"yes\""), key: "group[1].export.plain_text",
+                          reason: "expected true or false, found string")
+        try assertInvalid(last, export("directory = \"records\"\nchange_feed = 1"), key: "group[1].export.change_feed", reason: "expected true or false")
+        try assertInvalid(last, export("directory = \"records\"\nall_attributes_when_none_flagged = \"no\""),
+                          key: "group[1].export.all_attributes_when_none_flagged", reason: "expected true or false")
+        try assertInvalid(last, export("directory = \"records\"\nformt = \"xml\""), key: "group[1].export.formt", reason: "unknown key")
+        try assertInvalid("model = \"Items.xcdatamodel\"\n", "model = \"Items.xcdatamodel\"\nexport = \"records\"\n", key: "group[1].export",
+                          reason: "expected a table")
+    }
+
+    /// The commented `[group.export]` block of the shipped file, uncommented
+    /// and pointed at a directory here, is accepted as it stands.
+    func testShippedExportBlockIsValid() throws {
+        let shipped = try String(contentsOf: Daemon.repositoryRoot.appendingPathComponent("etc/storesyncd.toml"), encoding: .utf8)
+        let lines = shipped.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        let start = try XCTUnwrap(lines.firstIndex { $0.trimmingCharacters(in: .whitespaces) == "# [group.export]" })
+        var block: [String] = []
+        for line in lines[start...] {
+            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            guard trimmed.hasPrefix("#") else { break }
+            let body = trimmed.dropFirst().trimmingCharacters(in: .whitespaces)
+            // Settings are "# key = value"; the prose between them stays a comment.
+            if body.hasPrefix("[group.export]") || body.range(of: #"^[a-z_]+ = "#, options: .regularExpression) != nil { block.append(body) }
+        }
+        XCTAssertEqual(block.count, 7, "the shipped block has [group.export] and its six keys: \(block)")
+        let text = block.joined(separator: "\n").replacingOccurrences(of: "/srv/notes/records", with: directory.appendingPathComponent("records").path)
+        try Data((try String(contentsOfFile: config, encoding: .utf8) + "\n" + text + "\n").utf8).write(to: URL(fileURLWithPath: config))
+        let result = try Daemon.run(["--check-config", "--config", config])
+        XCTAssertEqual(result.status, 0, result.stderr)
+    }
+
     func testSyntaxErrorNamesTheLine() throws {
         try assertInvalid("log_level = \"debug\"", "log_level = \"debug", key: "(syntax)", reason: "line 3")
     }

@@ -27,8 +27,10 @@ extension ControlService {
             answered = true
             timer.close()
             let groups = runners.map { groupJSON($0, fresh: fresh[$0.name]) }
+            // Records that cannot be written are behind the stores: not in sync.
             let inSync = !groups.isEmpty && groups.allSatisfy { group in
-                group["error"]?.isNull != false && (group["stores"]?.array ?? []).allSatisfy {
+                group["error"]?.isNull != false && group["export"]?["state"]?.string != "failing"
+                    && (group["stores"]?.array ?? []).allSatisfy {
                     $0["state"]?.string == SyncStoreStatus.State.ok.rawValue && $0["conflicts_waiting"]?.int == 0
                 }
             }
@@ -74,6 +76,7 @@ extension ControlService {
             "paused": .array((daemon.pausedStores[runner.name] ?? []).sorted().map(JSONValue.string)),
             "last_round": latest.map(Self.json) ?? .null,
             "error": .null,
+            "export": runner.export.map { GroupExport.json($0.status) } ?? .null,
         ]
         switch fresh {
         case .success(let stores)?:

@@ -35,9 +35,7 @@ final class ControlService {
             case .conflictsList: try conflictsList(request, reply: reply)
             case .conflictsShow: try conflictsShow(request, reply: reply)
             case .conflictsResolve: try conflictsResolve(request, reply: reply)
-            case .exportRebuild:
-                _ = try request.string("group")
-                fail(ControlError(.unsupported, "export rebuild is not available: external records are not built yet (issue 18), so there is no export directory to rebuild"))
+            case .exportRebuild: try exportRebuild(request, reply: reply)
             case .events: try events(request, on: connection, reply: reply)
             case .log: try log(request, on: connection, reply: reply)
             case .cancel:
@@ -181,6 +179,64 @@ final class ControlService {
         for target in targets {
             target.runner.schedule(job) { [loop] summary in
                 loop.post { gather.add((target.runner.name, summary)) }
+            }
+        }
+    }
+
+    // MARK: - Export
+
+    /// `export.rebuild`: every group with `[group.export]` (or the one named)
+    /// rewrites its records directory on its queue; answered with the
+    /// records written per group once all are done.
+    private func exportRebuild(_ request: ControlRequest, reply: @escaping (JSONValue) -> Void) throws {
+        try requireRunning(request.op)
+        var runners = daemon.runners
+        if let group = try request.string("group") {
+            guard let runner = runners.first(where: { $0.name == group }) else {
+                throw ControlError(.notFound, "no group named \(group) (groups: \(Self.list(runners.map(\.name))))")
+            }
+            guard runner.export != nil else {
+                throw ControlError(.notConfigured, "group \(group) exports no records: its [[group]] has no [group.export] table")
+            }
+            runners = [runner]
+        } else {
+            runners = runners.filter { $0.export != nil }
+            guard !runners.isEmpty else {
+                throw ControlError(.notConfigured, "no group exports records: none has a [group.export] table (groups: \(Self.list(daemon.runners.map(\.name))))")
+            }
+        }
+        let started = Date()
+        let gather = Gather<(GroupRunner, Result<SyncRecordExporter.Report, Error>, TimeInterval)>(count: runners.count) { results in
+            var groups: [JSONValue] = []
+            var failures: [String] = []
+            var total = 0
+            for (runner, result, duration) in results.sorted(by: { $0.0.name < $1.0.name }) {
+                var entry: [String: JSONValue] = ["group": .string(runner.name), "directory": .string(runner.export?.settings.directory.path ?? ""),
+                                                  "duration_s": .double(duration)]
+                switch result {
+                case .success(let report):
+                    total += report.written
+                    entry["records"] = JSONValue(report.written)
+                    entry["position"] = .int(report.position)
+                    entry["error"] = .null
+                case .failure(let error):
+                    let message = (error as? ControlError)?.message ?? "\(error)"
+                    failures.append("\(runner.name): \(message)")
+                    entry["records"] = .null
+                    entry["error"] = .string(message)
+                }
+                groups.append(.object(entry))
+            }
+            guard failures.isEmpty else {
+                return reply(ControlReply.error(request.id, ControlError(.failed, "export rebuild failed: \(failures.joined(separator: "; "))"),
+                                                ["groups": .array(groups)]))
+            }
+            reply(ControlReply.ok(request.id, ["groups": .array(groups), "records": JSONValue(total)]))
+        }
+        for runner in runners {
+            runner.rebuildExport { [loop] result in
+                let duration = Date().timeIntervalSince(started)
+                loop.post { gather.add((runner, result, duration)) }
             }
         }
     }
