@@ -48,9 +48,9 @@ extension Daemon {
         let daemon: Running
         var socket: String { directory.appendingPathComponent("run/control.sock").path }
 
-        init(policies: [String] = ["store-trump", "object-trump", "overwrite"], extra: String = "") throws {
+        init(policies: [String] = ["store-trump", "object-trump", "overwrite"], extra: String = "", groupExtra: String = "") throws {
             directory = try Daemon.temporaryDirectory()
-            config = try Daemon.makeGroup(in: directory, policies: policies, extra: extra)
+            config = try Daemon.makeGroup(in: directory, policies: policies, extra: extra, groupExtra: groupExtra)
             daemon = try Running(["--config", config], logFile: directory.appendingPathComponent("daemon.log"))
             let ready = Daemon.wait(timeout: 20) { [self] in
                 guard let reply = try? request(["op": "status"]), reply["daemon"]?["state"]?.string == "running" else { return false }

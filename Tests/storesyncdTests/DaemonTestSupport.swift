@@ -113,7 +113,8 @@ enum Daemon {
     /// syncing them; returns the config's path.
     @discardableResult
     static func makeGroup(in directory: URL, stores names: [String] = ["s1", "s2", "s3"],
-                          policies: [String] = ["store-trump", "object-trump", "overwrite"], extra: String = "") throws -> String {
+                          policies: [String] = ["store-trump", "object-trump", "overwrite"], extra: String = "",
+                          groupExtra: String = "") throws -> String {
         try XcodeModelWriter.write(model(), to: directory.appendingPathComponent("Items.xcdatamodel"))
         for name in names {
             let coordinator = try PersistentStoreCoordinator(managedObjectModel: model())
@@ -136,6 +137,8 @@ enum Daemon {
         for (name, policy) in zip(names, policies) {
             text += "[[group.store]]\nname = \"\(name)\"\npath = \"\(name).sqlite\"\npolicy = \"\(policy)\"\n\n"
         }
+        // Tables of the group after its stores (`[group.export]`).
+        text += groupExtra
         let config = directory.appendingPathComponent("storesyncd.toml")
         try Data(text.utf8).write(to: config)
         return config.path
