@@ -58,7 +58,9 @@ final class ExternalRecordsDaemonTests: XCTestCase {
     static func temporaryFiles(_ root: URL) -> [String] {
         let enumerator = FileManager.default.enumerator(atPath: root.path)
         var out: [String] = []
-        while let path = enumerator?.nextObject() as? String where (path as NSString).lastPathComponent.hasSuffix(".tmp") { out.append(path) }
+        while let path = enumerator?.nextObject() as? String {
+            if (path as NSString).lastPathComponent.hasSuffix(".tmp") { out.append(path) }
+        }
         return out
     }
 
@@ -134,11 +136,11 @@ final class ExternalRecordsDaemonTests: XCTestCase {
         XCTAssertEqual(Self.temporaryFiles(root), [])
 
         // status: ok, at the hub's position (after the next round has run).
-        XCTAssertTrue(Daemon.wait(timeout: 10) {
+        XCTAssertTrue(try Daemon.wait(timeout: 10) {
             let status = try daemon.request(["op": "status"])
             let group = status["groups"]?.array?.first
             return group?["export"]?["state"]?.string == "ok" && group?["export"]?["position"]?.int == group?["stores"]?.array?.first?["positions"]?["hub"]?.int
-        }, "\(try daemon.request(["op": "status"]).text)")
+        }, "\((try? daemon.request(["op": "status"]).text) ?? "no status")")
         let export = try Self.exportStatus(daemon)
         XCTAssertEqual(export["directory"]?.string, root.path)
         XCTAssertEqual(export["format"]?.string, "json")
@@ -252,16 +254,16 @@ final class ExternalRecordsDaemonTests: XCTestCase {
         let root = daemon.directory.appendingPathComponent("records")
         let away = daemon.directory.appendingPathComponent("records.away")
         try daemon.save("s1", name: "alpha", count: 1)
-        XCTAssertTrue(Daemon.wait(timeout: 20) { Self.records(root).count == 1 }, daemon.daemon.log)
+        XCTAssertTrue(try Daemon.wait(timeout: 20) { Self.records(root).count == 1 }, daemon.daemon.log)
 
         try FileManager.default.moveItem(at: root, to: away)
         try Data("in the way\n".utf8).write(to: root)
         try daemon.save("s1", name: "beta", count: 2)
         try daemon.save("s2", name: "alpha", count: 9)
-        XCTAssertTrue(Daemon.wait(timeout: 20) {
+        XCTAssertTrue(try Daemon.wait(timeout: 20) {
             try Daemon.items(daemon.url("s3")) == ["alpha": 9, "beta": 2] && Daemon.items(daemon.url("s1")) == ["alpha": 9, "beta": 2]
-        }, "the stores stopped syncing: \(try Daemon.items(daemon.url("s3")))\n\(daemon.daemon.log)")
-        XCTAssertTrue(Daemon.wait(timeout: 10) { try Self.exportStatus(daemon)["state"]?.string == "failing" }, try Self.exportStatus(daemon).text)
+        }, "the stores stopped syncing: \(String(describing: try? Daemon.items(daemon.url("s3"))))\n\(daemon.daemon.log)")
+        XCTAssertTrue(try Daemon.wait(timeout: 10) { try Self.exportStatus(daemon)["state"]?.string == "failing" }, (try? Self.exportStatus(daemon).text) ?? "")
         let failing = try Self.exportStatus(daemon)
         XCTAssertTrue(failing["last_error"]?.string?.contains(root.path) == true, "the error names the path: \(failing.text)")
         XCTAssertFalse(failing["failing_since"]?.isNull ?? true)
@@ -278,7 +280,7 @@ final class ExternalRecordsDaemonTests: XCTestCase {
         XCTAssertTrue(Daemon.wait(timeout: 20) {
             Self.records(root, naming: "beta").count == 1 && (Self.records(root, naming: "alpha").first.map { Self.mentions($0.json, "9") } ?? false)
         }, "records not caught up: \(Self.records(root))\n\(daemon.daemon.log)")
-        XCTAssertTrue(Daemon.wait(timeout: 10) { try Self.exportStatus(daemon)["state"]?.string == "ok" })
+        XCTAssertTrue(try Daemon.wait(timeout: 10) { try Self.exportStatus(daemon)["state"]?.string == "ok" })
         XCTAssertTrue(daemon.daemon.log.contains("msg=\"export recovered\""), daemon.daemon.log)
         XCTAssertEqual(Self.temporaryFiles(root), [])
     }

@@ -60,6 +60,7 @@ final class RecollIndexerTests: XCTestCase {
         let first = try index(configuration)
         XCTAssertEqual(first.status, 0, first.stderr)
         let hits = try search(configuration, word)
+        print("recollq \(word): \(hits)")
         XCTAssertFalse(hits.isEmpty, "recollq found nothing for \(word); recollindex said:\n\(first.stderr)")
         for hit in hits {
             XCTAssertTrue((hit as NSString).deletingPathExtension == stem, "\(hit) is not the record of \(word) (\(record))")
