@@ -78,11 +78,12 @@ final class ControlSocketTests: XCTestCase {
         XCTAssertNotNil(parsed.help["storesync_lag_seconds"])
         XCTAssertGreaterThan(parsed.value("storesync_control_requests_total", ["op": "pause", "outcome": "ok"]) ?? 0, 0, text)
 
-        // export rebuild: not built (issue 18), said so with a code scripts can test.
+        // export rebuild of a group without [group.export]: a code scripts can test
+        // (ExternalRecordsDaemonTests rebuilds a group that has one).
         let export = try daemon.request(["op": "export.rebuild", "group": "items"])
         XCTAssertEqual(export["ok"], false)
-        XCTAssertEqual(export["error"]?["code"], "unsupported")
-        XCTAssertTrue(export["error"]?["message"]?.string?.contains("issue 18") == true, export.text)
+        XCTAssertEqual(export["error"]?["code"], "not-configured")
+        XCTAssertTrue(export["error"]?["message"]?.string?.contains("group items exports no records") == true, export.text)
 
         // reload with wait: answered after the groups are back; a pause is kept.
         _ = try daemon.request(["op": "pause", "name": "items/s3"])
