@@ -91,6 +91,8 @@ public final class PersistentStoreCoordinator: NSLocking {
             if let url, persistentStores.contains(where: { $0.url?.standardizedFileURL == url.standardizedFileURL }) {
                 throw CoreDataError(.persistentStoreOpen, "A store at \(url.path) is already added to this coordinator", userInfo: [CoreDataError.filePathErrorKey: url.path])
             }
+            // A bad records option is refused before the store touches its file.
+            let records = try ExternalRecordsConfiguration(storeOptions: options)
             let store = cls.init(model: managedObjectModel, configurationName: configurationName, url: url, options: options)
             store.persistentStoreCoordinator = self
             store.didAdd(to: self)
@@ -107,6 +109,12 @@ public final class PersistentStoreCoordinator: NSLocking {
             } else {
                 store.metadata[ManagedObjectModel.storeModelVersionHashesKey] = managedObjectModel.entityVersionHashesByName
                 store.metadata[Self.storeModelVersionIdentifiersKey] = Array(managedObjectModel.versionIdentifiers).sorted()
+            }
+            if let records {
+                let writer = ExternalRecordWriter(unpreparedConfiguration: records, model: managedObjectModel,
+                                                  storeIdentifier: store.identifier, storeURL: url)
+                store.externalRecordWriter = writer
+                writer.storeDidOpen(store)
             }
             persistentStores.append(store)
             NotificationCenter.default.post(name: Self.storesDidChangeNotification, object: self, userInfo: [Self.addedPersistentStoresKey: [store]])
@@ -170,6 +178,7 @@ public final class PersistentStoreCoordinator: NSLocking {
                 throw CoreDataError(.persistentStoreOperation, "Another store of this coordinator is at \(url.path)")
             }
             try store.relocate(to: url)
+            store.externalRecordWriter?.storeDidMove(to: url)
         }
     }
 
@@ -269,6 +278,7 @@ public final class PersistentStoreCoordinator: NSLocking {
                     }
                 }
                 try target.save(request)
+                target.externalRecordWriter?.recordCommittedSave(request, in: target)
             } catch {
                 try? remove(target)
                 throw error
@@ -561,6 +571,8 @@ public final class PersistentStoreCoordinator: NSLocking {
             }
             try store.save(request)
             let token = store.historyTokenOfLastSave
+            // After the commit, never failing the save (docs/EXTERNAL-RECORDS.md).
+            store.externalRecordWriter?.recordCommittedSave(request, in: store)
             let time = now()
             for snapshot in request.inserted { rowCache[snapshot.objectID] = (snapshot, time) }
             for (snapshot, _) in request.updated { rowCache[snapshot.objectID] = (snapshot, time) }

@@ -19,6 +19,9 @@ public struct CoreDataError: Error, CustomNSError, CustomStringConvertible, @unc
         case fileReadCorruptFile = 259
         case fileReadNoSuchFile = 260
         case fileWriteUnknown = 512
+        case fileWriteNoPermission = 513
+        case fileWriteOutOfSpace = 640
+        case fileWriteVolumeReadOnly = 642
 
         // Validation (1550–1680).
         case managedObjectValidation = 1550

@@ -29,9 +29,21 @@ public class PropertyDescription: CustomStringConvertible {
     @exclusivity(unchecked) public var isReadOnly: Bool = false { willSet { ensureEditable("isReadOnly") } }
     /// Stores may index this property for faster fetches.
     @exclusivity(unchecked) public var isIndexed: Bool = false { willSet { ensureEditable("isIndexed") } }
-    /// Spotlight indexes this property's value.
+    /// Spotlight indexes this property's value (PD-11; Xcode's
+    /// `spotlightIndexingEnabled="YES"`). Default false. An external record
+    /// holds the property and lists it under `indexed` for indexers
+    /// (docs/EXTERNAL-RECORDS.md); transient properties are never exported
+    /// (PD-12a). Not part of the version hash, as in Core Data.
+    ///
+    /// ```swift
+    /// title.isIndexedBySpotlight = true
+    /// ```
     @exclusivity(unchecked) public var isIndexedBySpotlight: Bool = false { willSet { ensureEditable("isIndexedBySpotlight") } }
-    /// The value is written to the object's external record (Spotlight).
+    /// The value is written to the object's external record (PD-12; Xcode's
+    /// `storedInTruthFile="YES"`). Default false. Only these (and
+    /// Spotlight-indexed) properties can come back from
+    /// `PersistentStoreCoordinator.importStore(…)`. Transient properties are
+    /// never exported (PD-12a). Not part of the version hash, as in Core Data.
     @exclusivity(unchecked) public var isStoredInExternalRecord: Bool = false { willSet { ensureEditable("isStoredInExternalRecord") } }
     /// Application data; not part of the version hash.
     @exclusivity(unchecked) public var userInfo: [String: String] = [:] { willSet { ensureEditable("userInfo") } }

@@ -19,7 +19,10 @@ import Foundation
 /// versionHashModifier; then for an attribute its type's raw value; for a
 /// relationship its destination entity's name, its inverse's name, minCount
 /// and maxCount. Not included: default value, class names, transformer name,
-/// user info, validation predicates, delete rule, indexing, renaming identifier.
+/// user info, validation predicates, delete rule, indexing, renaming identifier,
+/// and the Spotlight flags `isIndexedBySpotlight` and `isStoredInExternalRecord`
+/// (as in Core Data: they change what external records hold, not what the
+/// store holds, so turning them on needs no migration; docs/EXTERNAL-RECORDS.md).
 ///
 /// Entity: the tag "OGEntity1", name, the superentity's hash (as a 0/1-prefixed
 /// 32-byte field), isAbstract, the number of its own properties, then for each

@@ -70,6 +70,28 @@ open class PersistentStore {
     /// stores; see docs/HISTORY.md).
     public static let persistentHistoryTrackingKey = "NSPersistentHistoryTrackingKey"
 
+    // MARK: - External records (docs/EXTERNAL-RECORDS.md)
+
+    /// The writer of this store's external records, when it was added with
+    /// `PersistentStoreCoordinator.externalRecordsDirectoryOption` (any store
+    /// type: the coordinator writes records after each save to the store commits).
+    public internal(set) var externalRecordWriter: ExternalRecordWriter?
+
+    /// The last error writing this store's external records; nil when none
+    /// happened or every record missed since has been written. A records
+    /// failure never fails a save.
+    ///
+    /// ```swift
+    /// try context.save()
+    /// if let problem = store.lastExternalRecordsError { log.warning("records behind: \(problem)") }
+    /// ```
+    public var lastExternalRecordsError: Error? { externalRecordWriter?.lastError }
+
+    /// Posted (object: the store; `NSUnderlyingErrorKey`: the error) when
+    /// writing external records after a save fails. The save stands; the
+    /// records are written at a later save or by a rebuild.
+    public static let externalRecordsDidFailNotification = Notification.Name("ObjectGraphExternalRecordsDidFailNotification")
+
     // MARK: - Persistent history and global identifiers (overridden by stores that record history)
 
     /// True when the store records persistent history and global identifiers.
