@@ -54,6 +54,23 @@ final class ExternalRecordsDaemonTests: XCTestCase {
         records(root).filter { mentions($0.value, name) }.map { ($0.key, $0.value) }
     }
 
+    /// One record's content (docs/EXTERNAL-RECORDS.md): entity, the hub's
+    /// store UUID (its folder), the object's URI there, its global identifier
+    /// (the hub keeps history), and the values.
+    static func checkRecord(_ path: String, _ json: Any, name: String, count: Int64, file: StaticString = #filePath, line: UInt = #line) {
+        guard let record = json as? [String: Any] else { return XCTFail("\(path) is not a JSON object: \(json)", file: file, line: line) }
+        let folder = ((path as NSString).deletingLastPathComponent as NSString).deletingLastPathComponent
+        let store = (folder as NSString).lastPathComponent
+        let key = ((path as NSString).lastPathComponent as NSString).deletingPathExtension
+        XCTAssertEqual(record["entity"] as? String, "Item", path, file: file, line: line)
+        XCTAssertEqual(record["store"] as? String, store, path, file: file, line: line)
+        XCTAssertEqual(record["uri"] as? String, "x-coredata://\(store)/Item/p\(key)", path, file: file, line: line)
+        XCTAssertNotNil((record["globalIdentifier"] as? String).flatMap(UUID.init(uuidString:)), "\(path): \(record)", file: file, line: line)
+        let values = record["values"] as? [String: Any]
+        XCTAssertEqual(values?["name"] as? String, name, "\(path): \(record)", file: file, line: line)
+        XCTAssertEqual((values?["count"] as? NSNumber)?.int64Value, count, "\(path): \(record)", file: file, line: line)
+    }
+
     /// Files being written (".name.tmp") left anywhere under `root`.
     static func temporaryFiles(_ root: URL) -> [String] {
         let enumerator = FileManager.default.enumerator(atPath: root.path)
@@ -112,10 +129,10 @@ final class ExternalRecordsDaemonTests: XCTestCase {
         try daemon.save("s2", name: "beta", count: 2)
         try daemon.save("s3", name: "gamma", count: 3)
         XCTAssertTrue(Daemon.wait(timeout: 20) { Self.records(root).count == 3 }, "records: \(Self.records(root).keys.sorted())\n\(daemon.daemon.log)")
-        for (name, count) in [("alpha", "1"), ("beta", "2"), ("gamma", "3")] {
+        for (name, count) in [("alpha", 1), ("beta", 2), ("gamma", 3)] as [(String, Int64)] {
             let found = Self.records(root, naming: name)
             XCTAssertEqual(found.count, 1, "\(name): \(found.map(\.path))")
-            XCTAssertTrue(found.first.map { Self.mentions($0.json, count) } ?? false, "\(name)'s record lacks count \(count): \(String(describing: found.first?.json))")
+            if let record = found.first { Self.checkRecord(record.path, record.json, name: name, count: count) }
             // <dir>/<store UUID>/Item/<pk>.json
             let path = try XCTUnwrap(found.first?.path)
             XCTAssertEqual((path as NSString).deletingLastPathComponent.hasSuffix("/Item"), true, path)
@@ -128,6 +145,7 @@ final class ExternalRecordsDaemonTests: XCTestCase {
             Self.records(root, naming: "alpha").first.map { Self.mentions($0.json, "5") } ?? false
         }, "alpha's record was not rewritten: \(String(describing: Self.records(root, naming: "alpha").first?.json))")
         XCTAssertEqual(Self.records(root).count, 3)
+        if let record = Self.records(root, naming: "alpha").first { Self.checkRecord(record.path, record.json, name: "alpha", count: 5) }
 
         try Self.delete(daemon.url("s1"), name: "beta")
         XCTAssertTrue(Daemon.wait(timeout: 20) { Self.records(root, naming: "beta").isEmpty }, "beta's record is still there")
@@ -202,7 +220,6 @@ final class ExternalRecordsDaemonTests: XCTestCase {
         XCTAssertTrue(Daemon.wait(timeout: 20) { Self.records(root).count == 3 }, daemon.daemon.log)
         let alpha = try XCTUnwrap(Self.records(root, naming: "alpha").first?.path)
         let beta = try XCTUnwrap(Self.records(root, naming: "beta").first?.path)
-        let original = try Data(contentsOf: URL(fileURLWithPath: beta))
         let itemFolder = (alpha as NSString).deletingLastPathComponent
         try FileManager.default.removeItem(atPath: alpha)
         try Data("{\"planted\": true}".utf8).write(to: URL(fileURLWithPath: beta))
@@ -215,7 +232,10 @@ final class ExternalRecordsDaemonTests: XCTestCase {
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertTrue(result.stdout.hasPrefix("items: 3 records written to \(root.path) in "), result.stdout)
         XCTAssertTrue(FileManager.default.fileExists(atPath: alpha), "the deleted record was not written again")
-        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: beta)), original, "the planted content was not replaced")
+        // Rewritten from the hub (its modification time may differ from the first write).
+        let rewritten = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: beta)))
+        XCTAssertTrue(Self.mentions(rewritten, "beta") && Self.mentions(rewritten, "2"), "the planted content was not replaced: \(rewritten)")
+        XCTAssertNil((rewritten as? [String: Any])?["planted"], "the planted content was not replaced: \(rewritten)")
         XCTAssertFalse(FileManager.default.fileExists(atPath: stale), "a record of no object was not removed")
         XCTAssertEqual(try String(contentsOfFile: other, encoding: .utf8), "mine\n", "a file that is not a record was touched")
         XCTAssertEqual(Self.records(root).count, 3)

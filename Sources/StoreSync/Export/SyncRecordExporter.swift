@@ -18,7 +18,8 @@ import ObjectGraph
 /// the records, with a rename, so a crash between the two makes the next
 /// export write some records again, never skip one. Without a usable cursor
 /// (none yet, another hub, other settings, or history purged past it:
-/// 134301) it rebuilds the directory from the hub's objects instead.
+/// 134301) it rebuilds the directory from the hub's objects instead
+/// (`rebuild(reason:)`).
 ///
 /// Not thread-safe: call it where the group's rounds run (the daemon's group
 /// queue), between rounds, so the hub does not move under it.
@@ -170,20 +171,57 @@ public final class SyncRecordExporter {
         return report
     }
 
-    /// Rewrites the records from the hub's objects (`ExternalRecordWriter.rebuild(from:)`:
-    /// every record written, records of objects the hub no longer holds
-    /// removed, other files left alone), then sets the cursor to the hub
-    /// position read before it started.
+    /// Rewrites the records from the hub's objects: every object of the
+    /// group's model written, the record files of objects the hub no longer
+    /// holds removed, other files left alone; then sets the cursor to the
+    /// hub position read before it started.
+    ///
+    /// Not `ExternalRecordWriter.rebuild(from:)`: that one exports every
+    /// entity of the store, and the hub's store also holds the engine's
+    /// bookkeeping (cursors, conflicts, pending pushes), which are no records.
+    /// This walks the group's model only, with the writer's public calls.
     @discardableResult
     public func rebuild(reason: String = "asked for") throws -> Report {
         let position = try hub.currentPosition()
         let writer = try makeWriter()
-        let count = try context.performAndWait {
+        let fileExtension = writer.configuration.fileExtension
+        var written = 0, removed = 0
+        try context.performAndWait {
             defer { context.reset() }
-            return try writer.rebuild(from: context)
+            for entity in model.entities where !entity.isAbstract && !EmbeddedHub.bookkeeping.contains(entity.name) {
+                var live = Set<String>()
+                var offset = 0
+                while true {
+                    // Pages bound what the context holds (the hub does not
+                    // change meanwhile: this runs on the group's queue).
+                    let request = FetchRequest(entityName: entity.name)
+                    request.includesSubentities = false
+                    request.fetchLimit = Self.pageChanges
+                    request.fetchOffset = offset
+                    let page = try context.fetch(request)
+                    for object in page where object.entity.name == entity.name {
+                        if try writer.writeRecord(for: object) {
+                            written += 1
+                            live.insert(writer.recordURL(for: object.objectID).lastPathComponent)
+                        }
+                    }
+                    context.reset()
+                    if page.count < Self.pageChanges { break }
+                    offset += page.count
+                }
+                let folder = writer.recordURL(for: ManagedObjectID(entity: entity, storeIdentifier: storeIdentifier, primaryKey: 1)).deletingLastPathComponent()
+                for name in (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? [] {
+                    // Only `<pk>.<extension>` names are records; anything else is someone's file.
+                    guard !name.hasPrefix("."), name.hasSuffix(".\(fileExtension)"), !live.contains(name) else { continue }
+                    let stem = String(name.dropLast(fileExtension.count + 1))
+                    guard let key = Int64(stem), key > 0, String(key) == stem else { continue }
+                    try writer.removeRecord(for: ManagedObjectID(entity: entity, storeIdentifier: storeIdentifier, primaryKey: key))
+                    removed += 1
+                }
+            }
         }
         try writeCursor(Cursor(store: storeIdentifier, position: position, settings: settingsFingerprint))
-        return Report(rebuilt: true, rebuildReason: reason, written: count, removed: 0, position: position, transactions: 0)
+        return Report(rebuilt: true, rebuildReason: reason, written: written, removed: removed, position: position, transactions: 0)
     }
 
     // MARK: - Writing
