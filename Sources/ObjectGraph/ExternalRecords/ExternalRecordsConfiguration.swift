@@ -66,7 +66,7 @@ public struct ExternalRecordsConfiguration: Sendable, Equatable {
             directory = url
         case let path as String:
             guard !path.isEmpty else { throw Self.invalid(C.externalRecordsDirectoryOption, "must not be an empty path") }
-            directory = URL(fileURLWithPath: path, isDirectory: true)
+            directory = URL(fileURLWithPath: path)
         default:
             throw Self.invalid(C.externalRecordsDirectoryOption, "must be a file URL or a path string, got \(type(of: raw))")
         }
