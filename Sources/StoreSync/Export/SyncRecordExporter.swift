@@ -232,17 +232,24 @@ public final class SyncRecordExporter {
             defer { context.reset() }
             var written = 0, removed = 0
             for id in objects {
+                // An ID read from history names no open store; the writer
+                // finds the record's global identifier through the store,
+                // so the object is loaded through the coordinator's own ID.
+                let object: ManagedObject?
                 if deleted[id] == true {
-                    try writer.removeRecord(for: id)
-                    removed += 1
-                    continue
+                    object = nil
+                } else if let current = hub.coordinator.managedObjectID(forURIRepresentation: id.uriRepresentation) {
+                    do {
+                        object = try context.existingObject(with: current)
+                    } catch let error as CoreDataError where error.code == .managedObjectContextReferentialIntegrity {
+                        // Deleted by a transaction after this page, whose
+                        // page removes the record as well.
+                        object = nil
+                    }
+                } else {
+                    object = nil
                 }
-                let object: ManagedObject
-                do {
-                    object = try context.existingObject(with: id)
-                } catch let error as CoreDataError where error.code == .managedObjectContextReferentialIntegrity {
-                    // Deleted by a transaction after this page: the page
-                    // that deletes it removes the record as well.
+                guard let object else {
                     try writer.removeRecord(for: id)
                     removed += 1
                     continue

@@ -73,6 +73,13 @@ final class SyncRecordExporterTests: XCTestCase {
         XCTAssertEqual(first.position, try group.hub.currentPosition())
         XCTAssertEqual(names(exporter), ["alpha", "beta", "gamma"])
         XCTAssertEqual(exporter.exportedPosition(), first.position)
+        // Each record carries the object's global identifier, the same in every store.
+        let hubIDs = try SyncFixtures.contents(directory.appendingPathComponent("state/hub.sqlite"))
+        for text in recordFiles(exporter).values {
+            let record = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
+            let gid = try XCTUnwrap((record["globalIdentifier"] as? String).flatMap(UUID.init(uuidString:)), "\(record)")
+            XCTAssertEqual(hubIDs[gid]?["name"], ((record["values"] as? [String: Any])?["name"] as? String).map { "String:\($0)" })
+        }
         // The engine's bookkeeping (cursors, conflicts, pending pushes) is not exported.
         for entity in EmbeddedHub.bookkeeping {
             XCTAssertFalse(FileManager.default.fileExists(atPath: exporter.storeDirectory.appendingPathComponent(entity).path), entity)
@@ -90,6 +97,7 @@ final class SyncRecordExporterTests: XCTestCase {
         XCTAssertEqual(names(exporter), ["alpha", "gamma", "delta"])
         let alpha = try XCTUnwrap(recordFiles(exporter).values.first { $0.contains("\"alpha\"") })
         XCTAssertTrue(alpha.contains("99"), "alpha's record was not rewritten: \(alpha)")
+        XCTAssertTrue(alpha.contains("\"globalIdentifier\""), "a record written from history lacks the global identifier: \(alpha)")
 
         // Nothing new: nothing written, the position stays.
         let idle = try exporter.exportChanges()
