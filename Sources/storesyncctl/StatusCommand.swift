@@ -94,7 +94,7 @@ struct StatusCommand: ParsableCommand {
             guard let export = group["export"], !export.isNull else { continue }
             let name = ControlOutput.cell(group["name"])
             let state = ControlOutput.cell(export["state"])
-            exports.append([name, state == "failing" ? ControlOutput.paint(state, .red) : ControlOutput.state(state),
+            exports.append([name, state == "pending" ? ControlOutput.paint(state, .yellow) : ControlOutput.state(state),
                             export["position"]?.isNull == false ? "hub \(ControlOutput.cell(export["position"]))" : "-",
                             export["last_export"]?.string.map { ControlOutput.ago($0, now: now) } ?? "never",
                             ControlOutput.cell(export["directory"])])
