@@ -65,6 +65,9 @@ public final class SyncRecordExporter {
         var position: Int64
         /// The settings the records were written with: others start over.
         var settings: String
+        /// The records' extension then (absent in a cursor of an older build):
+        /// a rebuild with another one removes the old files.
+        var fileExtension: String?
     }
 
     /// Hub row changes read per history page: the records of one page are
@@ -165,7 +168,7 @@ public final class SyncRecordExporter {
             report.removed += removed
             report.transactions += transactions.count
             from = last.token.position
-            try writeCursor(Cursor(store: storeIdentifier, position: from, settings: settingsFingerprint))
+            try writeCursor(Cursor(store: storeIdentifier, position: from, settings: settingsFingerprint, fileExtension: configuration.fileExtension))
         }
         report.position = from
         return report
@@ -185,11 +188,19 @@ public final class SyncRecordExporter {
         let position = try hub.currentPosition()
         let writer = try makeWriter()
         let fileExtension = writer.configuration.fileExtension
+        // Files of the extension the previous settings wrote (same hub, same
+        // directory) are records too, of a format no longer written.
+        var oldExtensions: Set<String> = ["txt"]
+        if let previous = readCursor(), previous.store == storeIdentifier, let old = previous.fileExtension,
+           previous.settings.hasPrefix(configuration.directory.standardizedFileURL.path + "|") {
+            oldExtensions.insert(old)
+        }
+        oldExtensions.remove(fileExtension)
         var written = 0, removed = 0
         try context.performAndWait {
             defer { context.reset() }
             for entity in model.entities where !entity.isAbstract && !EmbeddedHub.bookkeeping.contains(entity.name) {
-                var live = Set<String>()
+                var live = Set<Int64>()
                 var offset = 0
                 while true {
                     // Pages bound what the context holds (the hub does not
@@ -200,9 +211,9 @@ public final class SyncRecordExporter {
                     request.fetchOffset = offset
                     let page = try context.fetch(request)
                     for object in page where object.entity.name == entity.name {
-                        if try writer.writeRecord(for: object) {
+                        if try writer.writeRecord(for: object), case .primaryKey(let key) = object.objectID.referenceObject {
                             written += 1
-                            live.insert(writer.recordURL(for: object.objectID).lastPathComponent)
+                            live.insert(key)
                         }
                     }
                     context.reset()
@@ -211,16 +222,26 @@ public final class SyncRecordExporter {
                 }
                 let folder = writer.recordURL(for: ManagedObjectID(entity: entity, storeIdentifier: storeIdentifier, primaryKey: 1)).deletingLastPathComponent()
                 for name in (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? [] {
-                    // Only `<pk>.<extension>` names are records; anything else is someone's file.
-                    guard !name.hasPrefix("."), name.hasSuffix(".\(fileExtension)"), !live.contains(name) else { continue }
-                    let stem = String(name.dropLast(fileExtension.count + 1))
+                    // Only `<pk>.<extension>` names are records (or their
+                    // renderings); anything else is someone's file.
+                    guard !name.hasPrefix("."), let dot = name.firstIndex(of: ".") else { continue }
+                    let stem = String(name[..<dot]), ext = String(name[name.index(after: dot)...])
                     guard let key = Int64(stem), key > 0, String(key) == stem else { continue }
-                    try writer.removeRecord(for: ManagedObjectID(entity: entity, storeIdentifier: storeIdentifier, primaryKey: key))
-                    removed += 1
+                    if ext == fileExtension, !live.contains(key) {
+                        // Through the writer: its rendering goes too, and the change feed says so.
+                        try writer.removeRecord(for: ManagedObjectID(entity: entity, storeIdentifier: storeIdentifier, primaryKey: key))
+                        removed += 1
+                    } else if oldExtensions.contains(ext), ext != "txt" || !configuration.writesPlainText || !live.contains(key) {
+                        // An old format's record, or a rendering no longer wanted.
+                        if unlink(folder.appendingPathComponent(name).path) != 0 && errno != ENOENT {
+                            throw CoreDataError(.fileWriteUnknown, "cannot remove \(folder.appendingPathComponent(name).path): \(String(cString: strerror(errno)))",
+                                                userInfo: [CoreDataError.filePathErrorKey: folder.appendingPathComponent(name).path])
+                        }
+                    }
                 }
             }
         }
-        try writeCursor(Cursor(store: storeIdentifier, position: position, settings: settingsFingerprint))
+        try writeCursor(Cursor(store: storeIdentifier, position: position, settings: settingsFingerprint, fileExtension: configuration.fileExtension))
         return Report(rebuilt: true, rebuildReason: reason, written: written, removed: removed, position: position, transactions: 0)
     }
 

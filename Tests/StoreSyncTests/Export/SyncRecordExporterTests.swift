@@ -189,4 +189,33 @@ final class SyncRecordExporterTests: XCTestCase {
         XCTAssertEqual(plain.cursorURL.deletingLastPathComponent().path, group.configuration.stateDirectory.path)
         XCTAssertEqual(try plain.exportChanges().rebuilt, false)
     }
+
+    /// New settings on the same directory (as a daemon reload gives): the
+    /// rebuild writes the new format and removes the old format's records and
+    /// the renderings no longer asked for; another store's folder and files
+    /// that are not records stay.
+    func testSettingsChangeReplacesTheOldFormatsFiles() throws {
+        let group = try group()
+        defer { try? group.close() }
+        try change(inserting: ["alpha", "beta"])
+        try group.runUntilIdle()
+        let json = try SyncRecordExporter(group: group, configuration: ExternalRecordsConfiguration(directory: records, writesPlainText: true))
+        try json.exportChanges()
+        let folder = json.storeDirectory.appendingPathComponent("Record")
+        func files() throws -> [String] { try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted() }
+        XCTAssertEqual(try files(), ["1.json", "1.txt", "2.json", "2.txt"])
+        try Data("mine".utf8).write(to: folder.appendingPathComponent("notes.md"))
+        let other = records.appendingPathComponent("00000000-0000-0000-0000-0000000000AA/Record")
+        try FileManager.default.createDirectory(at: other, withIntermediateDirectories: true)
+        try Data("{}".utf8).write(to: other.appendingPathComponent("7.json"))
+
+        let xml = try SyncRecordExporter(group: group, configuration: ExternalRecordsConfiguration(directory: records, format: .xml))
+        let report = try xml.exportChanges()
+        XCTAssertEqual(report.rebuildReason, "the export settings changed")
+        XCTAssertEqual(report.written, 2)
+        XCTAssertEqual(try files(), ["1.xml", "2.xml", "notes.md"])
+        let plist = try PropertyListSerialization.propertyList(from: Data(contentsOf: folder.appendingPathComponent("1.xml")), format: nil)
+        XCTAssertEqual((plist as? [String: Any])?["entity"] as? String, "Record")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: other.appendingPathComponent("7.json").path), "another store's record was touched")
+    }
 }
