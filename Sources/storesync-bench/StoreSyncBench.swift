@@ -11,6 +11,7 @@ struct StoreSyncBench: ParsableCommand {
             DaemonBenchmark.self,
             HistoryBenchmark.self,
             MigrateBenchmark.self,
+            RecordsBenchmark.self,
             PredicateBenchmark.self,
             SQLiteBenchmark.self,
             SQLiteStoreBenchmark.self,

@@ -211,4 +211,26 @@ import Testing
         #expect(try notes.map { try RecordsModel.values(s.storeFolder.appendingPathComponent("Note/\($0)"))["title"] as? String }.compactMap { $0 }.sorted()
                 == (0..<5).map { "old \($0)" })
     }
+
+    // An exported to-many changed from the other side of a many-to-many rewrites the record.
+    @Test func aMembershipChangedFromTheOtherSideRewritesTheRecord() throws {
+        let directory = try TestPaths.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let s = try RecordsModel.stack(directory)
+        var note: ManagedObject!
+        var tag: ManagedObject!
+        try s.context.performAndWait {
+            note = try RecordsModel.note(s.context, "tagged later")
+            tag = try s.context.insertNewObject(forEntityName: "Tag")
+            try tag.setValue("green", forKey: "label")
+            try s.context.save()
+        }
+        let url = try #require(s.store.externalRecordWriter).recordURL(for: note.objectID)
+        #expect(try RecordsModel.values(url)["tags"] as? [String] == [])
+        try s.context.performAndWait {
+            try tag.setValue(Set([note!]), forKey: "notes")
+            try s.context.save()
+        }
+        #expect(try RecordsModel.values(url)["tags"] as? [String] == [tag.objectID.uriRepresentation.absoluteString])
+    }
 }
