@@ -304,4 +304,29 @@ final class ExternalRecordsDaemonTests: XCTestCase {
         XCTAssertTrue(daemon.daemon.log.contains("msg=\"export recovered\""), daemon.daemon.log)
         XCTAssertEqual(Self.temporaryFiles(root), [])
     }
+
+    /// A reload that changes `format`: the exporter's cursor names other
+    /// settings, so the next job rebuilds the directory in the new format and
+    /// removes the old format's records.
+    func testReloadWithAnotherFormatRebuilds() throws {
+        let daemon = try Daemon.Controlled(groupExtra: Self.export)
+        let root = daemon.directory.appendingPathComponent("records")
+        try daemon.save("s1", name: "alpha", count: 1)
+        XCTAssertTrue(Daemon.wait(timeout: 20) { Self.records(root).count == 1 }, daemon.daemon.log)
+        let json = try XCTUnwrap(Self.records(root).keys.first)
+
+        let text = try String(contentsOfFile: daemon.config, encoding: .utf8)
+        try Data(text.replacingOccurrences(of: "directory = \"records\"\n", with: "directory = \"records\"\nformat = \"xml\"\n").utf8)
+            .write(to: URL(fileURLWithPath: daemon.config))
+        let reload = try daemon.ctl(["reload", "--wait"])
+        XCTAssertEqual(reload.status, 0, reload.stderr)
+        let xml = (json as NSString).deletingPathExtension + ".xml"
+        XCTAssertTrue(Daemon.wait(timeout: 20) {
+            FileManager.default.fileExists(atPath: xml) && !FileManager.default.fileExists(atPath: json)
+        }, "not rebuilt as XML: \(daemon.daemon.log)")
+        let plist = try PropertyListSerialization.propertyList(from: Data(contentsOf: URL(fileURLWithPath: xml)), format: nil) as? [String: Any]
+        XCTAssertEqual((plist?["values"] as? [String: Any])?["name"] as? String, "alpha")
+        XCTAssertTrue(try Daemon.wait(timeout: 10) { try Self.exportStatus(daemon)["format"]?.string == "xml" })
+        XCTAssertTrue(daemon.daemon.log.contains("reason=\"the export settings changed\""), daemon.daemon.log)
+    }
 }
