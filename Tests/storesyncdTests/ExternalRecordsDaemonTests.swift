@@ -294,6 +294,11 @@ final class ExternalRecordsDaemonTests: XCTestCase {
         Thread.sleep(forTimeInterval: 2.5)
         XCTAssertEqual(daemon.daemon.log.components(separatedBy: "msg=\"export failed").count - 1, 1, daemon.daemon.log)
         XCTAssertEqual(try String(contentsOf: root, encoding: .utf8), "in the way\n", "the file in the way was replaced")
+        // A rebuild asked for now fails the same way, with the path, and changes nothing.
+        let rebuild = try daemon.ctl(["export", "rebuild"])
+        XCTAssertEqual(rebuild.status, 1, rebuild.stdout)
+        XCTAssertTrue(rebuild.stderr.contains("export rebuild failed: items: ") && rebuild.stderr.contains(root.path)
+                      && rebuild.stderr.hasSuffix("(failed)\n"), rebuild.stderr)
 
         try FileManager.default.removeItem(at: root)
         try FileManager.default.moveItem(at: away, to: root)
