@@ -40,6 +40,17 @@ enum ExternalRecordContent {
         return "\(objectID.storeIdentifier ?? "")_\(objectID.entity.name)_\(objectID.primaryKey ?? 0)"
     }
 
+    /// `id.uriRepresentation.absoluteString` without making a URL (which
+    /// cost more than the rest of a record): entity names that are plain
+    /// identifiers need no escaping.
+    static func uriString(_ id: ManagedObjectID) -> String {
+        guard let key = id.primaryKey else { return id.uriRepresentation.absoluteString }
+        let name = id.entity.name
+        let plain = name.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x5F }
+        guard plain else { return id.uriRepresentation.absoluteString }
+        return "x-coredata://\(id.storeIdentifier ?? "")/\(name)/p\(key)"
+    }
+
     /// What one entity exports.
     struct Plan {
         /// Exported properties, sorted by name.
@@ -85,7 +96,8 @@ enum ExternalRecordContent {
 
     // MARK: - Building a record
 
-    static func record(for source: Source, plan: Plan, format: ExternalRecordFormat, modified: Date) -> [String: Any] {
+    /// `modified` is the value to store: `modifiedValue(_:format:)`, made once per batch.
+    static func record(for source: Source, plan: Plan, format: ExternalRecordFormat, modified: Any) -> [String: Any] {
         let id = source.objectID
         var values: [String: Any] = [:]
         for property in plan.properties {
@@ -94,10 +106,10 @@ enum ExternalRecordContent {
         }
         var record: [String: Any] = [
             entityKey: id.entity.name,
-            uriKey: id.uriRepresentation.absoluteString,
+            uriKey: uriString(id),
             storeKey: id.storeIdentifier ?? "",
             idKey: documentID(id, globalIdentifier: source.globalIdentifier),
-            modifiedKey: format == .json ? ISO8601Microseconds.string(from: modified) : modified,
+            modifiedKey: modified,
             indexedKey: plan.indexed,
             valuesKey: values,
         ]
@@ -105,13 +117,17 @@ enum ExternalRecordContent {
         return record
     }
 
+    static func modifiedValue(_ date: Date, format: ExternalRecordFormat) -> Any {
+        format == .json ? ISO8601Microseconds.string(from: date) : date
+    }
+
     /// One value in the format's spelling; nil for nil (and for a
     /// transformable value its transformer cannot turn into data).
     static func encode(_ value: Any?, of property: PropertyDescription, format: ExternalRecordFormat) -> Any? {
         guard let value = nilIfNSNull(value) else { return nil }
         if property is RelationshipDescription {
-            if let target = value as? ManagedObjectID { return target.uriRepresentation.absoluteString }
-            if let targets = value as? [ManagedObjectID] { return targets.map { $0.uriRepresentation.absoluteString } }
+            if let target = value as? ManagedObjectID { return uriString(target) }
+            if let targets = value as? [ManagedObjectID] { return targets.map(uriString) }
             return nil
         }
         let json = format == .json
@@ -146,6 +162,7 @@ enum ExternalRecordContent {
     static func data(of record: [String: Any], format: ExternalRecordFormat) throws -> Data {
         switch format {
         case .json:
+            if let data = RecordJSONWriter.data(of: record) { return data }
             var data = try JSONSerialization.data(withJSONObject: record, options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes])
             data.append(0x0A)
             return data

@@ -68,7 +68,8 @@ extension ExternalRecordWriter {
             // changed from the other side of a many-to-many).
             let listed = Set(rows.map(\.objectID))
             var extra: [ManagedObjectID] = []
-            for (id, relationships) in toMany where !listed.contains(id) && !request.deleted.contains(where: { $0.objectID == id }) {
+            let deleted = Set(request.deleted.map(\.objectID))
+            for (id, relationships) in toMany where !listed.contains(id) && !deleted.contains(id) {
                 if relationships.keys.contains(where: plan(for: id.entity).names.contains) { extra.append(id) }
             }
             if !extra.isEmpty { rows += try store.snapshots(for: extra).values }

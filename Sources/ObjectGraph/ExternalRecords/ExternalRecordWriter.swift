@@ -36,6 +36,7 @@ public final class ExternalRecordWriter: @unchecked Sendable {
     let model: ManagedObjectModel
     /// `<directory>/<store UUID>`.
     public let storeFolder: URL
+    private let storeFolderPath: String
     private let plans: [ObjectIdentifier: ExternalRecordContent.Plan]
     /// Guards the catching-up state below.
     private let stateLock = NSLock()
@@ -71,6 +72,9 @@ public final class ExternalRecordWriter: @unchecked Sendable {
         self.storeIdentifier = storeIdentifier
         self.storeURL = storeURL
         self.storeFolder = ExternalRecordsLayout.storeFolder(configuration.directory, storeIdentifier)
+        var folderPath = storeFolder.path
+        while folderPath.count > 1 && folderPath.hasSuffix("/") { folderPath.removeLast() }
+        self.storeFolderPath = folderPath
         var plans: [ObjectIdentifier: ExternalRecordContent.Plan] = [:]
         for entity in model.entities {
             plans[ObjectIdentifier(entity)] = ExternalRecordContent.Plan(entity: entity, exportsAllAttributesWhenNoneFlagged: configuration.exportsAllAttributesWhenNoneFlagged)
@@ -180,7 +184,8 @@ public final class ExternalRecordWriter: @unchecked Sendable {
     func prepareStoreFolder() throws {
         try makeDirectory(storeFolder)
         let storeFile = storeFolder.appendingPathComponent(ExternalRecordsLayout.storeFileName)
-        try writeIfChanged(Data(((storeURL?.absoluteString ?? "") + "\n").utf8), to: storeFile)
+        let url = withStateLock { storeURL }
+        try writeIfChanged(Data(((url?.absoluteString ?? "") + "\n").utf8), to: storeFile)
         // A model the compiled form cannot hold (ObjectGraph's model writer
         // refuses a few features) gets no model.mom; records do not need it.
         if let mom = try? CompiledModelWriter.archive(model) {
@@ -224,7 +229,7 @@ public final class ExternalRecordWriter: @unchecked Sendable {
         else if let set = value as? Set<ManagedObject> { members = set.map(\.objectID) }
         else if let ids = value as? [ManagedObjectID] { members = ids }
         else { return nil }
-        return relationship.isOrdered ? members : members.sorted { $0.uriRepresentation.absoluteString < $1.uriRepresentation.absoluteString }
+        return relationship.isOrdered ? members : members.map { (ExternalRecordContent.uriString($0), $0) }.sorted { $0.0 < $1.0 }.map(\.1)
     }
 
     /// What a batch did: how many records it wrote, which objects it
@@ -250,7 +255,7 @@ public final class ExternalRecordWriter: @unchecked Sendable {
         if !storeFolderIsReady() {
             do { try prepareStoreFolder() } catch { result.error = error; return result }
         }
-        let modified = Date()
+        let modified = ExternalRecordContent.modifiedValue(Date(), format: configuration.format)
         let format = configuration.format
         // Encoding and file I/O run on both cores for large batches; every
         // record is its own file, so the writes are independent.
@@ -262,14 +267,16 @@ public final class ExternalRecordWriter: @unchecked Sendable {
             guard !plan.properties.isEmpty else { return (false, nil) }
             do {
                 let record = ExternalRecordContent.record(for: source, plan: plan, format: format, modified: modified)
+                let (directory, name) = self.recordLocation(source.objectID, fileExtension: self.configuration.fileExtension)
                 let data: Data
                 do { data = try ExternalRecordContent.data(of: record, format: format) } catch {
-                    throw CoreDataError(.fileWriteUnknown, "\(self.recordURL(for: source.objectID).path): the record of \(source.objectID) cannot be encoded as \(format.rawValue): \(error)",
-                                        userInfo: [CoreDataError.filePathErrorKey: self.recordURL(for: source.objectID).path])
+                    throw CoreDataError(.fileWriteUnknown, "\(directory)/\(name): the record of \(source.objectID) cannot be encoded as \(format.rawValue): \(error)",
+                                        userInfo: [CoreDataError.filePathErrorKey: "\(directory)/\(name)"])
                 }
-                try self.writeFile(data, to: self.recordURL(for: source.objectID))
+                try self.writeFile(data, directory: directory, name: name)
                 if self.configuration.writesPlainText {
-                    try self.writeFile(Data(ExternalRecordContent.plainText(of: record, plan: plan).utf8), to: self.plainTextURL(for: source.objectID))
+                    try self.writeFile(Data(ExternalRecordContent.plainText(of: record, plan: plan).utf8), directory: directory,
+                                       name: "\(source.objectID.primaryKey ?? 0).\(ExternalRecordsLayout.plainTextExtension)")
                 }
                 return (true, nil)
             } catch {
@@ -350,7 +357,7 @@ public final class ExternalRecordWriter: @unchecked Sendable {
     private func feedEntry(_ op: String, _ id: ManagedObjectID, _ gid: UUID?, path: Bool) -> [String: Any] {
         var entry: [String: Any] = [
             "op": op, "id": ExternalRecordContent.documentID(id, globalIdentifier: gid),
-            "entity": id.entity.name, "uri": id.uriRepresentation.absoluteString,
+            "entity": id.entity.name, "uri": ExternalRecordContent.uriString(id),
         ]
         if path { entry["path"] = "\(id.entity.name)/\(ExternalRecordsLayout.recordName(primaryKey: id.primaryKey ?? 0, fileExtension: configuration.fileExtension))" }
         return entry
@@ -366,7 +373,7 @@ public final class ExternalRecordWriter: @unchecked Sendable {
         defer { feedLock.unlock() }
         do {
             let fd = open(url.path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
-            guard fd >= 0 else { throw Self.fileError(errno, url, "cannot open the change feed") }
+            guard fd >= 0 else { throw Self.fileError(errno, url.path, "cannot open the change feed") }
             defer { close(fd) }
             // Another process (the daemon beside an application) may append too.
             flock(fd, LOCK_EX)
@@ -384,7 +391,7 @@ public final class ExternalRecordWriter: @unchecked Sendable {
                 text.append(try JSONSerialization.data(withJSONObject: entry, options: [.sortedKeys, .withoutEscapingSlashes]))
                 text.append(0x0A)
             }
-            do { try Self.writeAll(fd, text, url) } catch let error as POSIXErrorWithPath {
+            do { try Self.writeAll(fd, text, url.path) } catch let error as POSIXErrorWithPath {
                 feedSequence = nil
                 throw Self.fileError(error.code, error.path, "cannot append to the change feed")
             }
@@ -416,14 +423,21 @@ public final class ExternalRecordWriter: @unchecked Sendable {
 
     // MARK: - Files
 
-    private func writeFile(_ data: Data, to url: URL) throws {
+    /// `<store folder>/<Entity>` as a path, and a file's name in it: the
+    /// write path builds strings, not URLs (URL operations cost more than
+    /// encoding a record).
+    func recordLocation(_ id: ManagedObjectID, fileExtension: String) -> (directory: String, name: String) {
+        (storeFolderPath + "/" + id.entity.name, "\(id.primaryKey ?? 0).\(fileExtension)")
+    }
+
+    private func writeFile(_ data: Data, directory: String, name: String) throws {
         do {
-            try Self.writeAtomically(data, to: url)
+            try Self.writeAtomically(data, directory: directory, name: name)
         } catch let error as POSIXErrorWithPath where error.code == ENOENT {
             // The entity folder (or the whole store folder) is not there yet.
             if !storeFolderIsReady() { try prepareStoreFolder() }
-            try makeDirectory(url.deletingLastPathComponent())
-            do { try Self.writeAtomically(data, to: url) } catch let error as POSIXErrorWithPath {
+            try makeDirectory(URL(fileURLWithPath: directory, isDirectory: true))
+            do { try Self.writeAtomically(data, directory: directory, name: name) } catch let error as POSIXErrorWithPath {
                 throw Self.fileError(error.code, error.path, error.action)
             }
         } catch let error as POSIXErrorWithPath {
@@ -438,7 +452,7 @@ public final class ExternalRecordWriter: @unchecked Sendable {
         if unlink(url.path) == 0 { return true }
         let code = errno
         if code == ENOENT { return false }
-        throw Self.fileError(code, url, "cannot remove the record")
+        throw Self.fileError(code, url.path, "cannot remove the record")
     }
 
     private func makeDirectory(_ url: URL) throws {
@@ -448,46 +462,50 @@ public final class ExternalRecordWriter: @unchecked Sendable {
             var isDirectory: ObjCBool = false
             if FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory), isDirectory.boolValue { return }
             let code = ((error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError).map { Int32($0.code) } ?? EIO
-            throw Self.fileError(code == 0 ? EIO : code, url, "cannot create the directory (\(error.localizedDescription))")
+            throw Self.fileError(code == 0 ? EIO : code, url.path, "cannot create the directory (\(error.localizedDescription))")
         }
     }
 
     struct POSIXErrorWithPath: Error {
         var code: Int32
-        var path: URL
+        var path: String
         var action: String
     }
 
-    /// Writes `data` to a hidden temporary file beside `url`, then renames it
-    /// over `url`: readers see the old file or the new one, whole.
     static func writeAtomically(_ data: Data, to url: URL) throws {
-        let directory = url.deletingLastPathComponent().path
-        let temporary = "\(directory)/.\(url.lastPathComponent).\(getpid())-\(UInt64.random(in: 0...UInt64.max) & 0xFFFF_FFFF_FFFF).tmp"
+        try writeAtomically(data, directory: url.deletingLastPathComponent().path, name: url.lastPathComponent)
+    }
+
+    /// Writes `data` to a hidden temporary file in `directory`, then renames
+    /// it to `name`: readers see the old file or the new one, whole.
+    static func writeAtomically(_ data: Data, directory: String, name: String) throws {
+        let path = directory + "/" + name
+        let temporary = "\(directory)/.\(name).\(getpid())-\(String(UInt64.random(in: 0...UInt64.max) & 0xFFFF_FFFF_FFFF, radix: 16)).tmp"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw POSIXErrorWithPath(code: errno, path: url, action: "cannot create a temporary file in \(directory)") }
+        guard fd >= 0 else { throw POSIXErrorWithPath(code: errno, path: path, action: "cannot create a temporary file in \(directory)") }
         do {
-            try writeAll(fd, data, url)
+            try writeAll(fd, data, path)
         } catch {
             close(fd)
             unlink(temporary)
             throw error
         }
         close(fd)
-        guard rename(temporary, url.path) == 0 else {
+        guard rename(temporary, path) == 0 else {
             let code = errno
             unlink(temporary)
-            throw POSIXErrorWithPath(code: code, path: url, action: "cannot rename the temporary file into place")
+            throw POSIXErrorWithPath(code: code, path: path, action: "cannot rename the temporary file into place")
         }
     }
 
-    private static func writeAll(_ fd: Int32, _ data: Data, _ url: URL) throws {
+    private static func writeAll(_ fd: Int32, _ data: Data, _ path: String) throws {
         try data.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) in
             var offset = 0
             while offset < buffer.count {
                 let n = Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
                 if n < 0 {
                     if errno == EINTR { continue }
-                    throw POSIXErrorWithPath(code: errno, path: url, action: "cannot write")
+                    throw POSIXErrorWithPath(code: errno, path: path, action: "cannot write")
                 }
                 offset += n
             }
@@ -495,7 +513,7 @@ public final class ExternalRecordWriter: @unchecked Sendable {
     }
 
     /// Core Data's file-write error for an errno, naming the path.
-    static func fileError(_ code: Int32, _ url: URL, _ action: String) -> CoreDataError {
+    static func fileError(_ code: Int32, _ path: String, _ action: String) -> CoreDataError {
         let cocoa: CoreDataError.Code
         switch code {
         case EACCES, EPERM: cocoa = .fileWriteNoPermission
@@ -503,8 +521,8 @@ public final class ExternalRecordWriter: @unchecked Sendable {
         case EROFS: cocoa = .fileWriteVolumeReadOnly
         default: cocoa = .fileWriteUnknown
         }
-        return CoreDataError(cocoa, "external records: \(url.path): \(action): \(String(cString: strerror(code)))",
-                             userInfo: [CoreDataError.filePathErrorKey: url.path,
+        return CoreDataError(cocoa, "external records: \(path): \(action): \(String(cString: strerror(code)))",
+                             userInfo: [CoreDataError.filePathErrorKey: path,
                                         CoreDataError.underlyingErrorKey: NSError(domain: NSPOSIXErrorDomain, code: Int(code))])
     }
 }
