@@ -140,6 +140,11 @@ final class ExternalRecordsDaemonTests: XCTestCase {
         // One store folder: the hub's.
         XCTAssertEqual(Set(Self.records(root).keys.map { (($0 as NSString).deletingLastPathComponent as NSString).deletingLastPathComponent }).count, 1)
 
+        // Every store has every object before one is changed elsewhere
+        // (the records only say the hub has them).
+        XCTAssertTrue(try Daemon.wait(timeout: 20) {
+            try ["s1", "s2", "s3"].allSatisfy { try Daemon.items(daemon.url($0)) == ["alpha": 1, "beta": 2, "gamma": 3] }
+        }, daemon.daemon.log)
         try daemon.save("s3", name: "alpha", count: 5)
         XCTAssertTrue(Daemon.wait(timeout: 20) {
             Self.records(root, naming: "alpha").first.map { Self.mentions($0.json, "5") } ?? false
@@ -147,6 +152,7 @@ final class ExternalRecordsDaemonTests: XCTestCase {
         XCTAssertEqual(Self.records(root).count, 3)
         if let record = Self.records(root, naming: "alpha").first { Self.checkRecord(record.path, record.json, name: "alpha", count: 5) }
 
+        XCTAssertTrue(try Daemon.wait(timeout: 20) { try Daemon.items(daemon.url("s1"))["alpha"] == 5 }, daemon.daemon.log)
         try Self.delete(daemon.url("s1"), name: "beta")
         XCTAssertTrue(Daemon.wait(timeout: 20) { Self.records(root, naming: "beta").isEmpty }, "beta's record is still there")
         XCTAssertEqual(Self.records(root).count, 2)
@@ -188,6 +194,7 @@ final class ExternalRecordsDaemonTests: XCTestCase {
         try Self.save(url("s1"), name: "alpha", count: 1)
         try Self.save(url("s1"), name: "beta", count: 2)
         XCTAssertTrue(Daemon.wait(timeout: 20) { Self.records(root).count == 2 }, running.log)
+        XCTAssertTrue(try Daemon.wait(timeout: 20) { try Daemon.items(url("s3")) == ["alpha": 1, "beta": 2] }, running.log)
         running.signal(SIGTERM)
         XCTAssertEqual(running.waitForExit(timeout: 20), 0)
         let cursor = directory.appendingPathComponent("state/items/export-cursor.json")
@@ -275,6 +282,7 @@ final class ExternalRecordsDaemonTests: XCTestCase {
         let away = daemon.directory.appendingPathComponent("records.away")
         try daemon.save("s1", name: "alpha", count: 1)
         XCTAssertTrue(try Daemon.wait(timeout: 20) { Self.records(root).count == 1 }, daemon.daemon.log)
+        XCTAssertTrue(try Daemon.wait(timeout: 20) { try Daemon.items(daemon.url("s2")) == ["alpha": 1] }, daemon.daemon.log)
 
         try FileManager.default.moveItem(at: root, to: away)
         try Data("in the way\n".utf8).write(to: root)
