@@ -200,7 +200,7 @@ enum ExternalRecordContent {
         if title.isEmpty { title = "\(entity) \(uri)" }
         var text = oneLine(title) + "\n\n"
         for property in plan.properties {
-            guard let value = values[property.name], !(value is NSNull) else { continue }
+            guard let value = values[property.name], !isNSNull(value) else { continue }
             text += "\(property.name): \(oneLine(render(value)))\n"
         }
         text += "entity: \(entity)\nuri: \(uri)\n"
@@ -227,7 +227,7 @@ enum ExternalRecordContent {
     /// The value of `attribute` a record holds, in the attribute's Swift
     /// type; throws a message naming the problem for a value of the wrong form.
     static func decode(_ raw: Any, attribute: AttributeDescription) throws -> Any? {
-        if raw is NSNull { return nil }
+        if isNSNull(raw) { return nil }
         func fail() -> ImportValueError { ImportValueError(message: "value \(String(describing: raw).prefix(80)) is not a valid \(attribute.attributeType.xcodeName) for '\(attribute.name)'") }
         func double() -> Double? {
             if let s = raw as? String {

@@ -82,7 +82,7 @@ enum ExternalRecordImporter {
                     throw failure("\(file.path): \(problem.message)", file, nil)
                 }
             case let relationship as RelationshipDescription where !relationship.isTransient:
-                if !(raw is NSNull) { relationships.append((relationship, raw)) }
+                if !isNSNull(raw) { relationships.append((relationship, raw)) }
             default:
                 throw failure("\(file.path) holds a value for '\(name)', which is not a stored property of entity '\(entity.name)' in the coordinator's model", file, nil)
             }

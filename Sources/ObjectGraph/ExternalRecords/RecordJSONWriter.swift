@@ -37,6 +37,11 @@ enum RecordJSONWriter {
     }
 
     private static func value(_ value: Any, indent: Int, into out: inout [UInt8]) -> Bool {
+        // Not `case is NSNull`: on Linux that bridges an array or dictionary to an object first.
+        if isNSNull(value) {
+            out.append(contentsOf: "null".utf8)
+            return true
+        }
         switch value {
         case let v as String: string(v, &out)
         case let v as Bool: out.append(contentsOf: (v ? "true" : "false").utf8)
@@ -44,7 +49,6 @@ enum RecordJSONWriter {
         case let v as Double:
             guard v.isFinite else { return false }
             out.append(contentsOf: v.description.utf8)
-        case is NSNull: out.append(contentsOf: "null".utf8)
         case let v as [String]:
             if v.isEmpty {
                 out.append(contentsOf: "[]".utf8)
