@@ -119,7 +119,7 @@ final class ExternalRecordsDaemonTests: XCTestCase {
     /// that is not a record is left alone; status shows the export at the
     /// hub's position.
     func testSavesUpdatesAndDeletesBecomeRecords() throws {
-        let daemon = try Daemon.Controlled(groupExtra: Self.export)
+        let daemon = try Daemon.Controlled(groupExtra: Self.export + "change_feed = true\n")
         let root = daemon.directory.appendingPathComponent("records")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         let note = root.appendingPathComponent("README.txt")
@@ -153,11 +153,22 @@ final class ExternalRecordsDaemonTests: XCTestCase {
         if let record = Self.records(root, naming: "alpha").first { Self.checkRecord(record.path, record.json, name: "alpha", count: 5) }
 
         XCTAssertTrue(try Daemon.wait(timeout: 20) { try Daemon.items(daemon.url("s1"))["alpha"] == 5 }, daemon.daemon.log)
+        let betaURI = try XCTUnwrap((Self.records(root, naming: "beta").first?.json as? [String: Any])?["uri"] as? String)
         try Self.delete(daemon.url("s1"), name: "beta")
         XCTAssertTrue(Daemon.wait(timeout: 20) { Self.records(root, naming: "beta").isEmpty }, "beta's record is still there")
         XCTAssertEqual(Self.records(root).count, 2)
         XCTAssertEqual(try String(contentsOf: note, encoding: .utf8), "not a record\n", "a file that is not a record was touched")
         XCTAssertEqual(Self.temporaryFiles(root), [])
+
+        // The change feed (change_feed = true): one line per record written or
+        // removed, in order; beta's last line is its delete.
+        let folder = try XCTUnwrap(try FileManager.default.contentsOfDirectory(atPath: root.path).first { $0 != "README.txt" })
+        let feed = try String(contentsOf: root.appendingPathComponent(folder).appendingPathComponent("changes.ndjson"), encoding: .utf8)
+        let lines = try feed.split(separator: "\n").map { try XCTUnwrap(JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]) }
+        XCTAssertEqual(lines.compactMap { ($0["seq"] as? NSNumber)?.intValue }, Array(1...lines.count), feed)
+        XCTAssertGreaterThanOrEqual(lines.filter { $0["op"] as? String == "upsert" }.count, 4, feed)
+        XCTAssertEqual(lines.last?["op"] as? String, "delete", feed)
+        XCTAssertEqual(lines.last?["uri"] as? String, betaURI, feed)
 
         // status: ok, at the hub's position (after the next round has run).
         XCTAssertTrue(try Daemon.wait(timeout: 10) {
