@@ -156,7 +156,17 @@ public final class SyncGroup {
     public func storeDidChange(_ name: String) throws {
         let changed = try member(name)
         guard !changed.paused else { return }
-        _ = attempt(changed) { try pull(changed) }
+        _ = attempt(changed) {
+            // The event may come from a commit still in flight: SQLite writes
+            // a transaction's frames to `-wal` (the event), syncs them, and
+            // only then publishes the commit, all under the write lock. Taking
+            // that lock once, empty, waits for the commit, so the pull sees it
+            // (a pull that read too early lost a delete, and no later event came).
+            // Not getting it (a save longer than the busy timeout) is no
+            // failure: that commit's own later writes bring another event.
+            if let store = changed.store as? SQLiteStore { try? store.performInTransaction {} }
+            return try pull(changed)
+        }
         pushAll()
         try commitPushBookkeeping()
     }
@@ -174,6 +184,28 @@ public final class SyncGroup {
             }
         }
         return executePushes(runs)
+    }
+
+    /// Whether the store has application transactions after its pull
+    /// cursor: what a pull would still find. The daemon asks after a round
+    /// started by a file event, since that round may have read the store
+    /// just before a writer's commit became visible (and no later event
+    /// comes for it). One history query of at most one transaction, nothing
+    /// decoded; false for a paused store (its pulls wait) and for one never
+    /// pulled (its first round bootstraps it whole).
+    ///
+    /// ```swift
+    /// try group.storeDidChange("s1")
+    /// if try group.hasUnpulledChanges("s1") { try group.storeDidChange("s1") }
+    /// ```
+    public func hasUnpulledChanges(_ name: String) throws -> Bool {
+        let member = try member(name)
+        guard !member.paused, let cursor = try hub.cursor(for: member.name) else { return false }
+        let request = PersistentHistoryChangeRequest.fetchHistory(after: member.token(max(cursor.pulledThrough, member.checkedThrough)))
+        request.resultType = .transactionsOnly
+        request.transactionPredicate = try FetchPredicate(format: "author == nil OR author != %@", argumentArray: [Self.author])
+        request.fetchLimit = 1
+        return !(try member.coordinator.execute(request).transactions.isEmpty)
     }
 
     public func pause(_ name: String) throws { try member(name).paused = true }

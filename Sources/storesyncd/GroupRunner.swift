@@ -21,6 +21,10 @@ struct RoundSummary {
     var isStatusOnly = false
     /// When it finished.
     var finished = Date()
+    /// Stores that still had application changes after their pull cursor
+    /// when a `.store` job ended (only that job's store is checked): the
+    /// round may have read before a writer's commit was visible.
+    var unpulled: Set<String> = []
 
     func count(_ state: SyncStoreStatus.State) -> Int { stores.filter { $0.state == state }.count }
     var conflicts: Int { stores.reduce(0) { $0 + $1.conflictsWaiting } }
@@ -299,6 +303,11 @@ final class GroupRunner {
         var summary = RoundSummary(group: name, trigger: job.trigger, moved: Self.moved(from: previous?.stores, to: stores),
                                    duration: Date().timeIntervalSince(start), stores: stores, error: failure)
         if case .status = job { summary.isStatusOnly = true }
+        if case .store(let name) = job, failure == nil,
+           let state = stores.first(where: { $0.name == name })?.state, state == .ok || state == .catchingUp {
+            // A failed confirmation is left to the next event or the safety timer.
+            if (try? group.hasUnpulledChanges(name)) == true { summary.unpulled = [name] }
+        }
         var newConflicts = 0
         // Only waiting ones: a conflict is resolved through `perform`, never
         // inside a job, so every conflict this job recorded is still waiting.
