@@ -137,6 +137,8 @@ let package = Package(
             name: "storesyncd",
             dependencies: [
                 "StoreSync",
+                // Only for the process-wide soft heap limit (ProcessMemory).
+                "CSQLite",
                 "ObjectGraph",
                 "CLibUV",
                 "StoreSyncConfig",
