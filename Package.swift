@@ -137,8 +137,6 @@ let package = Package(
             name: "storesyncd",
             dependencies: [
                 "StoreSync",
-                // Only for the process-wide soft heap limit (ProcessMemory).
-                "CSQLite",
                 "ObjectGraph",
                 "CLibUV",
                 "StoreSyncConfig",

@@ -1,7 +1,6 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CSQLite
 
 /// Process-wide memory settings, made once at start-up before any thread
 /// exists (docs/DAEMON.md, "Memory"). They are the daemon's business, not
@@ -24,17 +23,29 @@ enum ProcessMemory {
     static let sqliteSoftHeapLimit: Int64 = 8 << 20
 
     /// `M_ARENA_MAX` of glibc's `<malloc.h>`, which Swift's Glibc module
-    /// does not include (nor `mallopt`): both are looked up at run time.
+    /// does not include (nor `mallopt`).
     static let mArenaMax: Int32 = -8
 
-    /// Returns whether glibc took the arena limit (false on a libc without `mallopt`).
+    /// Returns whether both took effect (false on a libc without `mallopt`).
+    /// Both functions are looked up at run time: SQLite is in the process
+    /// anyway (ObjectGraph links it), so the daemon needs no CSQLite import.
     @discardableResult
     static func configure() -> Bool {
-        _ = sqlite3_soft_heap_limit64(sqliteSoftHeapLimit)
         #if canImport(Glibc)
         typealias Mallopt = @convention(c) (Int32, Int32) -> Int32
-        guard let handle = dlopen(nil, RTLD_NOW), let symbol = dlsym(handle, "mallopt") else { return false }
-        return unsafeBitCast(symbol, to: Mallopt.self)(mArenaMax, mallocArenas) == 1
+        typealias SoftHeapLimit = @convention(c) (Int64) -> Int64
+        guard let handle = dlopen(nil, RTLD_NOW) else { return false }
+        var ok = false
+        if let symbol = dlsym(handle, "sqlite3_soft_heap_limit64") {
+            _ = unsafeBitCast(symbol, to: SoftHeapLimit.self)(sqliteSoftHeapLimit)
+            ok = true
+        }
+        if let symbol = dlsym(handle, "mallopt") {
+            ok = unsafeBitCast(symbol, to: Mallopt.self)(mArenaMax, mallocArenas) == 1 && ok
+        } else {
+            ok = false
+        }
+        return ok
         #else
         return false
         #endif
