@@ -33,6 +33,9 @@ public final class SyncGroup {
         /// the engine's own transactions were found (in memory: a push then
         /// looks for application changes only after it).
         var checkedThrough: Int64 = 0
+        /// The hub position of the push that ended at `checkedThrough`: the
+        /// base a pull reading those pushes would reach (hub positions only grow).
+        var checkedBase: Int64 = 0
         var lastError: String?
         var failed = false
         var name: String { configuration.name }
@@ -156,7 +159,17 @@ public final class SyncGroup {
     public func storeDidChange(_ name: String) throws {
         let changed = try member(name)
         guard !changed.paused else { return }
-        _ = attempt(changed) { try pull(changed) }
+        _ = attempt(changed) {
+            // The event may come from a commit still in flight: SQLite writes
+            // a transaction's frames to `-wal` (the event), syncs them, and
+            // only then publishes the commit, all under the write lock. Taking
+            // that lock once, empty, waits for the commit, so the pull sees it
+            // (a pull that read too early lost a delete, and no later event came).
+            // Not getting it (a save longer than the busy timeout) is no
+            // failure: that commit's own later writes bring another event.
+            if let store = changed.store as? SQLiteStore { try? store.performInTransaction {} }
+            return try pull(changed)
+        }
         pushAll()
         try commitPushBookkeeping()
     }
@@ -174,6 +187,28 @@ public final class SyncGroup {
             }
         }
         return executePushes(runs)
+    }
+
+    /// Whether the store has application transactions after its pull
+    /// cursor: what a pull would still find. The daemon asks after a round
+    /// started by a file event, since that round may have read the store
+    /// just before a writer's commit became visible (and no later event
+    /// comes for it). One history query of at most one transaction, nothing
+    /// decoded; false for a paused store (its pulls wait) and for one never
+    /// pulled (its first round bootstraps it whole).
+    ///
+    /// ```swift
+    /// try group.storeDidChange("s1")
+    /// if try group.hasUnpulledChanges("s1") { try group.storeDidChange("s1") }
+    /// ```
+    public func hasUnpulledChanges(_ name: String) throws -> Bool {
+        let member = try member(name)
+        guard !member.paused, let cursor = try hub.cursor(for: member.name) else { return false }
+        let request = PersistentHistoryChangeRequest.fetchHistory(after: member.token(max(cursor.pulledThrough, member.checkedThrough)))
+        request.resultType = .transactionsOnly
+        request.transactionPredicate = try FetchPredicate(format: "author == nil OR author != %@", argumentArray: [Self.author])
+        request.fetchLimit = 1
+        return !(try member.coordinator.execute(request).transactions.isEmpty)
     }
 
     public func pause(_ name: String) throws { try member(name).paused = true }
@@ -206,6 +241,17 @@ public final class SyncGroup {
         guard var cursor = try hub.cursor(for: member.name) else {
             try bootstrap(member)
             return true
+        }
+        if member.checkedThrough > cursor.pulledThrough {
+            // Up to there the store's history holds only the engine's own
+            // pushes (checked inside the store's write lock when it pushed,
+            // docs/SYNC.md): start after them, with the base they carry. The
+            // file event of a push then finds nothing, costing one query and no
+            // hub commit. In memory only: the hub's cursor moves with the next
+            // pull that finds an application transaction, and after a restart
+            // the pushes are read again, as before.
+            cursor.pulledThrough = member.checkedThrough
+            cursor.base = max(cursor.base, member.checkedBase)
         }
         var moved = false
         var marks: [(storePosition: Int64, hubPosition: Int64)]?
@@ -545,6 +591,7 @@ public final class SyncGroup {
         // Positions only grow in one file; a lower one means another file now.
         if try (member.coordinator.currentPersistentHistoryToken(fromStores: [member.store])?.position ?? 0) < member.checkedThrough {
             member.checkedThrough = 0
+            member.checkedBase = 0
         }
         let held = Set(try hub.conflicts(store: member.name, includingResolved: false).map(\.globalIdentifier))
         return PushRun(member: member, store: store, cursor: cursor, hubPosition: hubPosition, pushed: pushed, pending: pending,
@@ -595,6 +642,7 @@ public final class SyncGroup {
                 // not seen but this push (a rolled-back write would have left these
                 // positions free for an application's next commit).
                 member.checkedThrough = run.reached
+                member.checkedBase = max(member.checkedBase, run.hubPosition)
                 notePush(member, hubPosition: run.hubPosition, fullPushDone: run.full || run.cursor.needsFullPush, pendingWritten: run.pending)
                 moved = moved || run.wroteObjects
             }
@@ -863,9 +911,10 @@ public final class SyncGroup {
             let cursor = try hub.cursor(for: member.name)
             let storePosition = try member.coordinator.currentPersistentHistoryToken(fromStores: [member.store])?.position ?? 0
             var lag = 0.0
-            if let cursor, storePosition > cursor.pulledThrough {
+            // After the cursor, up to `checkedThrough` only the engine's pushes lie.
+            if let cursor, storePosition > max(cursor.pulledThrough, member.checkedThrough) {
                 // The oldest application transaction not pulled: its fields only, nothing decoded.
-                let oldest = PersistentHistoryChangeRequest.fetchHistory(after: member.token(cursor.pulledThrough))
+                let oldest = PersistentHistoryChangeRequest.fetchHistory(after: member.token(max(cursor.pulledThrough, member.checkedThrough)))
                 oldest.resultType = .transactionsOnly
                 oldest.transactionPredicate = try FetchPredicate(format: "author == nil OR author != %@", argumentArray: [Self.author])
                 oldest.fetchLimit = 1

@@ -131,9 +131,11 @@ public struct DaemonConfiguration {
     /// safety net for events inotify cannot see (network file systems,
     /// a watch limit reached, a directory replaced).
     public var rescanInterval: TimeInterval
-    /// How long a store's files must be quiet before the engine is asked to
-    /// look: one save touches the database, `-wal` and `-journal` several
-    /// times, and one pull should cover them all.
+    /// The least time between the starts of two rounds of one store. The
+    /// first file event on an idle store starts a round at once; events
+    /// during that round are coalesced into one follow-up round, started no
+    /// sooner than this after it (until 2026-11 it was how long the files
+    /// had to be quiet before a round started).
     public var debounce: TimeInterval
     public var groups: [GroupSettings]
 
@@ -289,8 +291,10 @@ private struct Reader {
         let retention = try duration(table, "history_retention") ?? 7 * 86400
         let rescan = try duration(table, "rescan_interval") ?? 30
         guard rescan >= 1 else { throw fail("rescan_interval", "must be at least 1 second (it is a safety net, not a polling loop)") }
-        let debounce = try duration(table, "debounce") ?? 0.05
-        guard debounce <= 10 else { throw fail("debounce", "must be at most 10 seconds (changes would wait that long)") }
+        let debounce = try duration(table, "debounce") ?? 0.005
+        guard debounce <= 10 else {
+            throw fail("debounce", "must be at most 10 seconds (it is the least time between two rounds of one store; changes would wait that long)")
+        }
 
         var groups: [GroupSettings] = []
         if let value = table["group"] {

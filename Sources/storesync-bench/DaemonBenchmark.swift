@@ -68,8 +68,8 @@ struct DaemonBenchmark: ParsableCommand {
     @Option(help: "Seconds of idle CPU measurement.")
     var idleSeconds = 60.0
 
-    @Option(help: "The daemon's debounce (the shipped default is 50ms).")
-    var debounce = "50ms"
+    @Option(help: "The daemon's debounce, the least time between two rounds of a store (the shipped default is 5ms).")
+    var debounce = "5ms"
 
     @Option(help: "Workloads to run, comma separated: latency, bulk, catchup, idle.")
     var only = "latency,bulk,catchup,idle"

@@ -45,7 +45,9 @@ final class Daemon {
     private var reloadWaiters: [(ReloadOutcome) -> Void] = []
     private var nextReloadWaiters: [(ReloadOutcome) -> Void] = []
     private var watches: [DirectoryWatch] = []
-    private var debouncers: [Debouncer] = []
+    /// By "group/store".
+    private var triggers: [String: StoreTrigger] = [:]
+    private var triggerTimers: [LoopTimer] = []
     private var rescanTimer: LoopTimer?
     private var watchdogTimer: LoopTimer?
     private var signals: [SignalWatch] = []
@@ -95,12 +97,12 @@ final class Daemon {
             if !failures.isEmpty {
                 logger.critical("cannot start", metadata: ["groups": "\(failures.joined(separator: ","))"])
                 exitCode = 1
-                notifier?.send(["STATUS=cannot open group \(failures.joined(separator: ", "))", "ERRNO=5"])
+                notify(["STATUS=cannot open group \(failures.joined(separator: ", "))", "ERRNO=5"])
                 stop()
                 return
             }
             state = .running
-            notifier?.send(["READY=1", "STATUS=\(statusLine())"])
+            notify(["READY=1", "STATUS=\(statusLine())"])
             logger.info("ready", metadata: ["groups": "\(runners.count)", "stores": "\(runners.reduce(0) { $0 + $1.settings.stores.count })"])
             onReady?()
             // A SIGHUP or reload request that came while starting.
@@ -166,8 +168,10 @@ final class Daemon {
     private func stopGroups(_ completion: @escaping () -> Void) {
         for watch in watches { watch.close() }
         watches.removeAll()
-        for debouncer in debouncers { debouncer.close() }
-        debouncers.removeAll()
+        for trigger in triggers.values { trigger.close() }
+        triggers.removeAll()
+        for timer in triggerTimers { timer.close() }
+        triggerTimers.removeAll()
         rescanTimer?.close()
         rescanTimer = nil
         let dispatchGroup = DispatchGroup()
@@ -182,24 +186,34 @@ final class Daemon {
 
     /// One inotify watch per directory holding a store: a save writes the
     /// database, `-wal` or `-journal` beside it, and inotify does not recurse.
+    /// Each store's events go through its `StoreTrigger` (leading edge, then
+    /// one coalesced follow-up; see there).
     private func watchStores() throws {
-        var byDirectory: [String: [(GroupRunner, StoreSettings, Debouncer)]] = [:]
+        var byDirectory: [String: [(GroupRunner, StoreSettings, StoreTrigger)]] = [:]
+        let rescan = configuration.rescanInterval
         for runner in runners {
             for store in runner.settings.stores {
-                let debouncer = try Debouncer(loop, delay: configuration.debounce) { [weak runner] in
-                    runner?.schedule(.store(store.name))
+                let timer = try LoopTimer(loop)
+                triggerTimers.append(timer)
+                let name = store.name
+                let trigger = StoreTrigger(gap: configuration.debounce, minimumBackoff: 0.5, maximumBackoff: max(0.5, rescan),
+                                           arm: { delay, fire in timer.start(after: delay, fire) }) { [weak runner, loop] done in
+                    guard let runner else { return done(nil) }
+                    runner.schedule(.store(name)) { summary in
+                        loop.post { done(StoreTrigger.Outcome(summary, store: name)) }
+                    }
                 }
-                debouncers.append(debouncer)
-                byDirectory[store.path.deletingLastPathComponent().path, default: []].append((runner, store, debouncer))
+                triggers["\(runner.name)/\(name)"] = trigger
+                byDirectory[store.path.deletingLastPathComponent().path, default: []].append((runner, store, trigger))
             }
         }
         for (directory, entries) in byDirectory.sorted(by: { $0.key < $1.key }) {
             let watch = try DirectoryWatch(loop, path: directory) { name in
-                for (_, store, debouncer) in entries {
+                for (_, store, trigger) in entries {
                     let base = store.path.lastPathComponent
                     // nil: libuv could not say which file (overflow): check all.
                     if name == nil || name == base || name == base + "-wal" || name == base + "-journal" {
-                        debouncer.trigger()
+                        trigger.fileChanged()
                     }
                 }
             }
@@ -223,7 +237,13 @@ final class Daemon {
         guard runners.contains(where: { $0.name == summary.group }) else { return }
         let before = latest[summary.group]
         latest[summary.group] = summary
-        if state == .running { notifier?.send(["STATUS=\(statusLine())"]) }
+        for store in summary.stores where !summary.isStatusOnly {
+            triggers["\(summary.group)/\(store.name)"]?.storeSeen(failed: store.state == .failed)
+        }
+        // Only when it changed: with a round per file event the same line
+        // would go out hundreds of times a second, and a notify socket
+        // whose reader falls behind blocks the loop's send.
+        if state == .running, case let line = statusLine(), line != sentStatus { notify(["STATUS=\(line)"]) }
         publishChanges(summary, before: before)
         onRound?(summary)
     }
@@ -255,6 +275,15 @@ final class Daemon {
             + "\(count(.paused)) paused, \(count(.failed)) failed; \(conflicts) conflict\(conflicts == 1 ? "" : "s") waiting"
     }
 
+    /// The last `STATUS=` sent, so a round that changes nothing sends none.
+    private var sentStatus: String?
+
+    private func notify(_ fields: [String]) {
+        guard let notifier else { return }
+        notifier.send(fields)
+        if let status = fields.first(where: { $0.hasPrefix("STATUS=") }) { sentStatus = String(status.dropFirst("STATUS=".count)) }
+    }
+
     // MARK: - Signals
 
     /// SIGTERM/SIGINT: the rounds in flight finish, queued ones are dropped,
@@ -266,7 +295,7 @@ final class Daemon {
             return
         }
         state = .stopping
-        notifier?.send(["STOPPING=1", "STATUS=stopping"])
+        notify(["STOPPING=1", "STATUS=stopping"])
         logger.info("stopping")
         control?.publish("stopping", group: nil, [:])
         answerReloadWaiters(.cancelled)
@@ -299,7 +328,7 @@ final class Daemon {
         }
         if let completion { reloadWaiters.append(completion) }
         state = .reloading
-        notifier?.send(["RELOADING=1", "MONOTONIC_USEC=\(SystemdNotifier.monotonicMicroseconds())", "STATUS=reloading"])
+        notify(["RELOADING=1", "MONOTONIC_USEC=\(SystemdNotifier.monotonicMicroseconds())", "STATUS=reloading"])
         logger.info("reloading", metadata: ["config": "\(configuration.file)"])
         let file = configuration.file, overrides = overrides
         DispatchQueue.global().async { [loop] in
@@ -314,7 +343,7 @@ final class Daemon {
         case .failure(let error):
             logger.error("reload refused; keeping the running configuration", metadata: ["error": "\(error)"])
             state = .running
-            notifier?.send(["READY=1", "STATUS=reload refused (\(error)); \(statusLine())"])
+            notify(["READY=1", "STATUS=reload refused (\(error)); \(statusLine())"])
             answerReloadWaiters(.refused("\(error)"))
             reloadIfAsked()
         case .success(let new):
@@ -323,7 +352,7 @@ final class Daemon {
             do { try prepareDirectories(new) } catch {
                 logger.error("reload refused; keeping the running configuration", metadata: ["error": "\(error)"])
                 state = .running
-                notifier?.send(["READY=1", "STATUS=reload refused (\(error)); \(statusLine())"])
+                notify(["READY=1", "STATUS=reload refused (\(error)); \(statusLine())"])
                 answerReloadWaiters(.refused("\(error)"))
                 return reloadIfAsked()
             }
@@ -349,7 +378,7 @@ final class Daemon {
                         logger.error("groups not running after reload", metadata: ["groups": "\(failures.joined(separator: ","))"])
                     }
                     state = .running
-                    notifier?.send(["READY=1", "STATUS=\(failures.isEmpty ? "" : "cannot open \(failures.joined(separator: ", ")); ")\(statusLine())"])
+                    notify(["READY=1", "STATUS=\(failures.isEmpty ? "" : "cannot open \(failures.joined(separator: ", ")); ")\(statusLine())"])
                     logger.info("reloaded", metadata: ["groups": "\(runners.count)"])
                     answerReloadWaiters(.reloaded(groups: runners.count, failedGroups: failures))
                     reloadIfAsked()
@@ -393,36 +422,4 @@ final class Daemon {
         case .cancelled: break
         }
     }
-}
-
-/// Waits until a store's files have been quiet for `delay` before acting,
-/// but never longer than `maximum` after the first event, so a store that
-/// is written continuously still syncs.
-final class Debouncer {
-    private let timer: LoopTimer
-    private let delay: TimeInterval
-    private let maximum: TimeInterval
-    private let action: () -> Void
-    private var firstEvent: Date?
-
-    init(_ loop: EventLoop, delay: TimeInterval, action: @escaping () -> Void) throws {
-        timer = try LoopTimer(loop)
-        self.delay = delay
-        self.maximum = max(delay * 10, 0.5)
-        self.action = action
-    }
-
-    func trigger() {
-        let now = Date()
-        if let first = firstEvent, now.timeIntervalSince(first) >= maximum { return }
-        if firstEvent == nil { firstEvent = now }
-        let remaining = maximum - now.timeIntervalSince(firstEvent!)
-        timer.start(after: min(delay, remaining)) { [weak self] in
-            guard let self else { return }
-            firstEvent = nil
-            action()
-        }
-    }
-
-    func close() { timer.close() }
 }

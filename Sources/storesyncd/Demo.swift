@@ -52,7 +52,7 @@ enum Demo {
         state_directory = "state"
         runtime_directory = "run"
         log_level = "info"
-        debounce = "50ms"
+        debounce = "5ms"
 
         [[group]]
         name = "demo"

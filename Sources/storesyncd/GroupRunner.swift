@@ -21,6 +21,10 @@ struct RoundSummary {
     var isStatusOnly = false
     /// When it finished.
     var finished = Date()
+    /// Stores that still had application changes after their pull cursor
+    /// when a `.store` job ended (only that job's store is checked): the
+    /// round may have read before a writer's commit was visible.
+    var unpulled: Set<String> = []
 
     func count(_ state: SyncStoreStatus.State) -> Int { stores.filter { $0.state == state }.count }
     var conflicts: Int { stores.reduce(0) { $0 + $1.conflictsWaiting } }
@@ -285,11 +289,11 @@ final class GroupRunner {
                     try group.runRound()
                 } else {
                     // An event from the daemon's own push into this store is
-                    // not skipped, though it has nothing to pull: that empty
-                    // pull moves the store's cursor past the push, and the
-                    // engine's next pushes and status read the store's
-                    // history from that cursor. Skipping them doubled the
-                    // daemon's CPU per save (docs/benchmarks/daemon.md).
+                    // not skipped: it cannot be told from a writer's. The
+                    // engine knows where its pushes end and starts the pull
+                    // after them, so it is one empty history query. (Skipping
+                    // such events, when the empty pull still moved the cursor,
+                    // doubled the daemon's CPU per save: docs/benchmarks/daemon.md.)
                     try group.storeDidChange(name)
                 }
             case .status: break
@@ -320,6 +324,11 @@ final class GroupRunner {
         var summary = RoundSummary(group: name, trigger: job.trigger, moved: Self.moved(from: previous?.stores, to: stores),
                                    duration: Date().timeIntervalSince(start), stores: stores, error: failure)
         if case .status = job { summary.isStatusOnly = true }
+        if case .store(let name) = job, failure == nil,
+           let state = stores.first(where: { $0.name == name })?.state, state == .ok || state == .catchingUp {
+            // A failed confirmation is left to the next event or the safety timer.
+            if (try? group.hasUnpulledChanges(name)) == true { summary.unpulled = [name] }
+        }
         var newConflicts = 0
         // Only waiting ones: a conflict is resolved through `perform`, never
         // inside a job, so every conflict this job recorded is still waiting.

@@ -74,6 +74,8 @@ struct StoreSyncd: ParsableCommand {
     }
 
     func run() throws {
+        // Before any thread: the arena limit applies to threads made after it.
+        ProcessMemory.configure()
         let overrides = ConfigurationOverrides(stateDirectory: Self.absolute(stateDirectory), runtimeDirectory: Self.absolute(runtimeDirectory),
                                                logLevel: logLevel.flatMap(Logger.Level.init(rawValue:)), logFormat: logFormat.flatMap(LogFormat.init(rawValue:)))
         DaemonLogHandler.level = overrides.logLevel ?? .info

@@ -1,6 +1,10 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+// Not for libuv: in a release (whole-module) build `SOCK_DGRAM` and
+// `SOCK_CLOEXEC` are found only through the module that brought in
+// <sys/socket.h> first, libuv's (ControlListener imports it too).
+import CLibUV
 import Foundation
 
 /// systemd's notify protocol spoken directly: one `AF_UNIX` datagram of

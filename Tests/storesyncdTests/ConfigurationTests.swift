@@ -141,6 +141,24 @@ final class ConfigurationTests: XCTestCase {
         XCTAssertTrue(result.stderr.contains("none.toml: key (file): cannot read the file"), result.stderr)
     }
 
+    /// `debounce` is the least time between two rounds of one store (no
+    /// longer how long the files must be quiet first: the first event starts
+    /// a round at once, see StoreTriggerTests); the reason says so, and the
+    /// shipped file carries the new default.
+    func testDebounceIsTheGapBetweenRoundsAndDefaultsToAFewMilliseconds() throws {
+        try assertInvalid("debounce = \"20ms\"", "debounce = \"11s\"", key: "debounce", reason: "the least time between two rounds of one store")
+        let shipped = try String(contentsOf: Daemon.repositoryRoot.appendingPathComponent("etc/storesyncd.toml"), encoding: .utf8)
+        XCTAssertTrue(shipped.contains("debounce = \"5ms\""), "the shipped file shows the default")
+        XCTAssertTrue(shipped.contains("The first\n# file event on an idle store starts a round at once"), "and documents the meaning")
+        // Zero is allowed: rounds back to back, still one follow-up per burst.
+        var text = try String(contentsOfFile: config, encoding: .utf8)
+        text = text.replacingOccurrences(of: "debounce = \"20ms\"", with: "debounce = \"0ms\"")
+        let zero = directory.appendingPathComponent("zero.toml").path
+        try Data(text.utf8).write(to: URL(fileURLWithPath: zero))
+        let result = try Daemon.run(["--check-config", "--config", zero])
+        XCTAssertEqual(result.status, 0, result.stderr)
+    }
+
     /// The shipped example uses every key: all are accepted, and the first
     /// thing missing on a machine without /srv/notes is the model.
     func testShippedFileKnowsEveryKey() throws {
