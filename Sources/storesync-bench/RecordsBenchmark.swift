@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import ObjectGraph
 
-/// `storesync-bench records [--count N] [--batch B] [--runs R] [--format F] [--json]`:
+/// `storesync-bench records [--count N] [--batch B] [--runs R] [--format F] [--directory D] [--json]`:
 /// the cost of external records (docs/EXTERNAL-RECORDS.md, docs/benchmarks/records.md;
 /// issue 18's target: exporting 100,000 objects in JSON takes at most 2x the
 /// time of the save that produced them).
@@ -35,6 +35,9 @@ struct RecordsBenchmark: ParsableCommand {
     @Option(help: "Record format: json, xml or binary.")
     var format = "json"
 
+    @Option(help: "Where the stores and records go (default: the temporary directory); e.g. a tmpfs to leave the disk's file-system cost out.")
+    var directory: String?
+
     @Flag(help: "Print one JSON object instead of text.")
     var json = false
 
@@ -64,7 +67,7 @@ struct RecordsBenchmark: ParsableCommand {
         let ratio = recordsMedian / plainMedian
         if json {
             let object: [String: Any] = [
-                "benchmark": "records", "count": count, "batch": batch, "runs": runs, "format": recordFormat.rawValue,
+                "benchmark": "records", "count": count, "directory": self.directory ?? FileManager.default.temporaryDirectory.path, "batch": batch, "runs": runs, "format": recordFormat.rawValue,
                 "save_s": plainMedian, "save_runs_s": plain, "save_with_records_s": recordsMedian, "save_with_records_runs_s": withRecords,
                 "records_s": recordsMedian - plainMedian, "ratio": ratio, "target_ratio": Self.target, "met": ratio <= Self.target,
                 "records_per_second": Double(count) / max(recordsMedian - plainMedian, 1e-9),
@@ -82,7 +85,8 @@ struct RecordsBenchmark: ParsableCommand {
 
     /// One timed run: inserts and saves `count` objects, with records in `records` format or none.
     private func measure(records: ExternalRecordFormat?, run: Int) throws -> Double {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bench-records-\(UUID().uuidString)")
+        let base = self.directory.map { URL(fileURLWithPath: $0) } ?? FileManager.default.temporaryDirectory
+        let directory = base.appendingPathComponent("bench-records-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let recordsURL = directory.appendingPathComponent("records")
