@@ -31,6 +31,9 @@ struct SQLitePredicateCompiler {
     static let stringOperatorFunction = "og_strop"
 
     let schema: SQLiteSchema
+    /// The store's `NSStoreUUID`: `SELF` comparisons match only IDs of this
+    /// store, and are not compiled without it.
+    let storeIdentifier: String?
     private var bindings: [SQLiteValue] = []
     /// Joins per nesting level: the outer query, then each EXISTS subquery.
     private var joinFrames: [[String]] = [[]]
@@ -39,8 +42,9 @@ struct SQLitePredicateCompiler {
     /// Set while compiling a `HAVING` condition: key paths name result columns.
     private var havingOutputs: [String: HavingOperand]?
 
-    init(schema: SQLiteSchema) {
+    init(schema: SQLiteSchema, storeIdentifier: String? = nil) {
         self.schema = schema
+        self.storeIdentifier = storeIdentifier
     }
 
     /// The condition for rows of `entity`'s table aliased `t0`, or nil when
@@ -305,6 +309,12 @@ struct SQLitePredicateCompiler {
     }
 
     private mutating func comparison(_ c: FetchComparison, _ scope: Scope) -> String? {
+        if c.modifier == .direct, havingOutputs == nil {
+            if case .evaluatedObject = c.left.normalized { return selfComparison(c.operatorType, c.right, scope) }
+            if case .evaluatedObject = c.right.normalized, c.operatorType == .equalTo || c.operatorType == .notEqualTo {
+                return selfComparison(c.operatorType, c.left, scope)
+            }
+        }
         var op = c.operatorType
         var path = Self.keyPath(c.left)
         var right = c.right
@@ -331,6 +341,62 @@ struct SQLitePredicateCompiler {
             }
             return "NOT EXISTS (SELECT 1 FROM \(from) WHERE \(source.correlation) AND NOT (\(condition)))"
         }
+    }
+
+    /// `SELF ==/!=/IN` constants, as the evaluator decides them: a row is
+    /// the object its ID names, so it equals an object ID (or a managed
+    /// object, or a store record, by its ID) of this store, of its own
+    /// entity, with its primary key; nil and every other value are unequal.
+    /// The keys are written into the SQL as integer literals, grouped by
+    /// entity (`t0.Z_ENT = 3 AND t0.Z_PK IN (…)`): a list of any length
+    /// binds no host parameter (SQLite allows 32,766) and SQLite looks each
+    /// key up in the primary key rather than testing every row against
+    /// every ID.
+    private mutating func selfComparison(_ op: FetchComparison.Operator, _ right: FetchExpression, _ scope: Scope) -> String? {
+        guard let storeIdentifier, let table = mapping(scope.entity)?.tableName else { return nil }
+        let constants: [FetchValue]
+        switch op {
+        case .equalTo, .notEqualTo:
+            guard let value = Self.constant(right) else { return nil }
+            constants = [value]
+        case .in:
+            // `SELF IN 'string'` throws in memory: leave it to the evaluator.
+            guard case let .aggregate(items) = right else { return nil }
+            var values: [FetchValue] = []
+            values.reserveCapacity(items.count)
+            for item in items {
+                guard let value = Self.constant(item) else { return nil }
+                values.append(value)
+            }
+            constants = values
+        default:
+            return nil
+        }
+        var keysByEntity: [Int: Set<Int64>] = [:]
+        for value in constants {
+            let id: ManagedObjectID
+            switch value {
+            case let .object(object):
+                guard let found = PredicateEvaluator.objectID(of: object) else { continue }
+                id = found
+            case let .other(hashable):
+                guard let found = hashable.base as? ManagedObjectID else { continue }
+                id = found
+            default:
+                continue
+            }
+            // A temporary ID (an unsaved object) or another store's names no row here.
+            guard id.storeIdentifier == storeIdentifier, let key = id.primaryKey,
+                  let owner = schema.entity(named: id.entity.name), owner.tableName == table else { continue }
+            keysByEntity[owner.number, default: []].insert(key)
+        }
+        let groups = keysByEntity.keys.sorted().map { number -> String in
+            let keys = keysByEntity[number]!.sorted()
+            let match = keys.count == 1 ? "= \(keys[0])" : "IN (\(keys.map(String.init).joined(separator: ", ")))"
+            return "(\(scope.alias).Z_ENT = \(number) AND \(scope.alias).Z_PK \(match))"
+        }
+        let equal = groups.isEmpty ? "0" : groups.joined(separator: " OR ")
+        return op == .notEqualTo ? "NOT (\(equal))" : equal
     }
 
     /// How the evaluator sees a column's values.
