@@ -119,6 +119,20 @@ import Testing
     }
 
     @Test(arguments: Kind.allCases)
+    func dictionaryFetchesFilterBySelf(_ kind: Kind) throws {
+        // FR-11c dictionary results: the SQLite store answers these in one SQL query too.
+        let stack = try Self.stack(kind, people: 20)
+        let context = stack.freshContext()
+        try context.performAndWait {
+            let request = try Self.request("Person", "SELF IN %@", try Self.copies([stack.people[3], stack.people[11], stack.pets[0]], stack.coordinator))
+            request.resultType = .dictionary
+            request.propertiesToFetch = ["name"]
+            let rows = try context.execute(request) as! [[String: Any]]
+            #expect(rows.map { $0["name"] as? String } == ["p3", "p11"])
+        }
+    }
+
+    @Test(arguments: Kind.allCases)
     func notSelfInIsTheComplement(_ kind: Kind) throws {
         let stack = try Self.stack(kind, people: 40)
         let context = stack.freshContext()
