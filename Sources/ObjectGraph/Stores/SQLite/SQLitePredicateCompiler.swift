@@ -105,7 +105,7 @@ struct SQLitePredicateCompiler {
         switch resolve(path, Scope(alias: "t0", entity: entity.entity)) {
         case let .column(sql, attribute)?:
             return .attribute(sql: sql, attribute)
-        case let .foreignKey(sql, rel)?:
+        case let .foreignKey(sql, rel, _)?:
             // The row holding the key is of the entity the path's last hop reaches.
             var owner = entity.entity
             for key in path.dropLast() {
@@ -200,7 +200,9 @@ struct SQLitePredicateCompiler {
 
     private enum Operand {
         case column(String, AttributeDescription)
-        case foreignKey(String, RelationshipDescription)
+        /// `entitySQL`: the column naming the destination's entity, `.some(nil)`
+        /// when the destination has no sub-entities, nil when unknown (HAVING).
+        case foreignKey(String, RelationshipDescription, entitySQL: String??)
         case count(String)
         case toMany(Scope, RelationshipDescription, rest: [String])
     }
@@ -214,7 +216,7 @@ struct SQLitePredicateCompiler {
             guard path.count == 1, let output = havingOutputs[path[0]] else { return nil }
             switch output {
             case let .column(sql, attribute): return .column(sql, attribute)
-            case let .foreignKey(sql, rel): return .foreignKey(sql, rel)
+            case let .foreignKey(sql, rel): return .foreignKey(sql, rel, entitySQL: nil)
             }
         }
         var scope = scope
@@ -238,7 +240,10 @@ struct SQLitePredicateCompiler {
                 return .toMany(scope, rel, rest: rest)
             }
             guard let column = mapping.columnsByProperty[rel.name] else { return nil }
-            if isLast { return .foreignKey("\(scope.alias).\(column)", rel) }
+            if isLast {
+                let entitySQL = mapping.entityColumnsByRelationship[rel.name].map { "\(scope.alias).\($0)" }
+                return .foreignKey("\(scope.alias).\(column)", rel, entitySQL: .some(entitySQL))
+            }
             let joinKey = "\(scope.alias).\(column)"
             let alias: String
             if let existing = joinAliases[joinKey] {
@@ -399,6 +404,70 @@ struct SQLitePredicateCompiler {
         return op == .notEqualTo ? "NOT (\(equal))" : equal
     }
 
+    /// `rel ==/!=/IN` object IDs or managed objects on a to-one's foreign
+    /// key: the related object equals an ID of this store with its key and
+    /// its entity (the entity column's value, or the destination itself
+    /// when it has no sub-entities); a nil in an IN list matches no object.
+    private mutating func relatedObjectComparison(_ column: String, _ rel: RelationshipDescription, _ entitySQL: String?,
+                                                  _ op: FetchComparison.Operator, _ right: FetchExpression) -> String? {
+        guard let storeIdentifier, let destination = rel.destinationEntity, let destMapping = mapping(destination),
+              let keys = objectKeys(op, right) else { return nil }
+        guard !keys.constants.isEmpty || op == .in else { return nil }
+        // An equality with something other than an ID or object is left to
+        // the evaluator (it may compare the related object as a value).
+        guard keys.others == 0 else { return nil }
+        var keysByEntity: [Int: Set<Int64>] = [:]
+        for id in keys.ids {
+            guard id.storeIdentifier == storeIdentifier, let key = id.primaryKey, let owner = schema.entity(named: id.entity.name),
+                  destMapping.numbersIncludingSubentities.contains(owner.number) else { continue }
+            // Without an entity column every related row is read as the destination itself.
+            if entitySQL == nil && owner.number != destMapping.number { continue }
+            keysByEntity[owner.number, default: []].insert(key)
+        }
+        var parts = keysByEntity.keys.sorted().map { number -> String in
+            let list = keysByEntity[number]!.sorted()
+            let match = list.count == 1 ? "= \(list[0])" : "IN (\(list.map(String.init).joined(separator: ", ")))"
+            let entityMatch = entitySQL.map { "\($0) = \(number) AND " } ?? ""
+            return "coalesce(\(entityMatch)\(column) \(match), 0)"
+        }
+        if keys.nulls > 0 { parts.append("\(column) IS NULL") }
+        let equal = parts.isEmpty ? "0" : parts.map { "(\($0))" }.joined(separator: " OR ")
+        return op == .notEqualTo ? "NOT (\(equal))" : equal
+    }
+
+    /// The constants of `== c`, `!= c` or `IN {…}` sorted into object IDs
+    /// (of IDs, managed objects and store records), nils and other values;
+    /// nil when the right-hand side is not constant.
+    private func objectKeys(_ op: FetchComparison.Operator, _ right: FetchExpression) -> (constants: [FetchValue], ids: [ManagedObjectID], nulls: Int, others: Int)? {
+        var constants: [FetchValue] = []
+        switch op {
+        case .equalTo, .notEqualTo:
+            guard let value = Self.constant(right) else { return nil }
+            constants = [value]
+        case .in:
+            guard case let .aggregate(items) = right else { return nil }
+            constants.reserveCapacity(items.count)
+            for item in items {
+                guard let value = Self.constant(item) else { return nil }
+                constants.append(value)
+            }
+        default:
+            return nil
+        }
+        var ids: [ManagedObjectID] = [], nulls = 0, others = 0
+        for value in constants {
+            switch value {
+            case .null: nulls += 1
+            case let .object(object):
+                if let id = PredicateEvaluator.objectID(of: object) { ids.append(id) } else { others += 1 }
+            case let .other(hashable):
+                if let id = hashable.base as? ManagedObjectID { ids.append(id) } else { others += 1 }
+            default: others += 1
+            }
+        }
+        return (constants, ids, nulls, others)
+    }
+
     /// How the evaluator sees a column's values.
     private enum Kind {
         case number, string, date, uuid, data, url
@@ -459,13 +528,12 @@ struct SQLitePredicateCompiler {
         switch operand {
         case .toMany:
             return nil
-        case let .foreignKey(column, _):
-            guard let value = Self.constant(right), Self.isNull(value) else { return nil }
-            switch op {
-            case .equalTo: return "\(column) IS NULL"
-            case .notEqualTo: return "\(column) IS NOT NULL"
-            default: return nil
+        case let .foreignKey(column, rel, entitySQL):
+            if op == .equalTo || op == .notEqualTo, let value = Self.constant(right), Self.isNull(value) {
+                return op == .equalTo ? "\(column) IS NULL" : "\(column) IS NOT NULL"
             }
+            guard let entitySQL else { return nil }
+            return relatedObjectComparison(column, rel, entitySQL, op, right)
         case let .count(sql):
             guard let value = Self.constant(right) else { return nil }
             switch op {

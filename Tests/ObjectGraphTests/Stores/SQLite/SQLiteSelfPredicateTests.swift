@@ -67,6 +67,47 @@ import Testing
         (other.store as? SQLiteStore)?.close()
     }
 
+    @Test func toOneComparedWithIDsCompilesAndAgrees() throws {
+        // `owner == %@` / `owner IN %@` with IDs: Pet.owner reaches Person and
+        // its sub-entity Employee (an entity column), Person.city a City (none).
+        var rng = SplitMix64(seed: 0x0BE1_D5E1)
+        let store = try SQLiteFetchDifferentialTests.makeStore(&rng)
+        defer { store.close() }
+        let people = try store.fetchSnapshots(FetchRequest(entityName: "Person")).snapshots.map(\.objectID)
+        let cities = try store.fetchSnapshots(FetchRequest(entityName: "City")).snapshots.map(\.objectID)
+        let employees = people.filter { $0.entity.name == "Employee" }
+        let plainPeople = people.filter { $0.entity.name == "Person" }
+        let person = people[0].entity, employee = employees[0].entity
+        // The same key under the other entity of the hierarchy names no row.
+        let misnamed = ManagedObjectID(entity: employee, storeIdentifier: store.identifier, primaryKey: plainPeople[0].primaryKey!)
+        let foreign = ManagedObjectID(entity: person, storeIdentifier: "another-store", primaryKey: plainPeople[1].primaryKey!)
+        let cases: [(String, String, [Any?])] = [
+            ("Pet", "owner == %@", [plainPeople[0]]),
+            ("Pet", "owner == %@", [employees[0]]),
+            ("Pet", "owner != %@", [employees[1]]),
+            ("Pet", "owner == %@", [misnamed]),
+            ("Pet", "owner == %@", [foreign]),
+            ("Pet", "owner IN %@", [Array(people.prefix(40))]),
+            ("Pet", "NOT (owner IN %@)", [Array(people.prefix(40))]),
+            ("Pet", "owner IN %@", [[NSNull(), plainPeople[2], employees[2]]]),
+            ("Pet", "owner IN %@ OR kind == 'Ann'", [Array(employees.prefix(10))]),
+            ("Pet", "owner.city IN %@", [Array(cities.prefix(5))]),
+            ("Person", "city == %@", [cities[3]]),
+            ("Person", "city != %@", [cities[3]]),
+            ("Person", "city IN %@", [Array(cities.prefix(12)) + [misnamed]]),
+            ("Person", "ANY pets.owner == %@", [plainPeople[3]]),
+        ]
+        for (entity, format, args) in cases {
+            let request = FetchRequest(entityName: entity)
+            request.predicate = try FetchPredicate(format: format, argumentArray: args)
+            _ = try Self.exactAndAgreeing(store, request)
+        }
+        // Something other than an object is left to the evaluator.
+        let other = FetchRequest(entityName: "Pet")
+        other.predicate = try FetchPredicate(format: "owner == %@", "p1")
+        #expect(try !store.fetchSnapshots(other).isExact)
+    }
+
     @Test func selfInMoreIDsThanSQLiteHasHostParameters() throws {
         // SQLite's default limit is 32,766 host parameters: the list must not
         // be bound one parameter per ID.
