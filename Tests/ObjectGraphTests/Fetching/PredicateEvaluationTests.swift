@@ -343,6 +343,26 @@ extension Employee: Hashable {
         #expect(try eval("ANY SELF > 1", [1, 2]))
     }
 
+    @Test func objectIDsCompareByValueNotInstance() throws {
+        // Core Data's SELF IN %@ / relationship == %@ take object IDs: two
+        // instances naming the same store, entity and key are the same ID.
+        let item = EntityDescription(name: "Item")
+        let a = ManagedObjectID(entity: item, storeIdentifier: "S", primaryKey: 1)
+        let sameAsA = ManagedObjectID(entity: item, storeIdentifier: "S", primaryKey: 1)
+        let otherStore = ManagedObjectID(entity: item, storeIdentifier: "T", primaryKey: 1)
+        let otherEntity = ManagedObjectID(entity: EntityDescription(name: "Other"), storeIdentifier: "S", primaryKey: 1)
+        let temporary = ManagedObjectID(temporaryFor: item)
+        #expect(try FetchPredicate(format: "SELF == %@", a).evaluate(with: sameAsA))
+        #expect(try FetchPredicate(format: "SELF IN %@", [otherStore, a]).evaluate(with: sameAsA))
+        #expect(try !FetchPredicate(format: "SELF IN %@", [otherStore, otherEntity, temporary]).evaluate(with: sameAsA))
+        #expect(try FetchPredicate(format: "NOT (SELF IN %@)", [otherStore, otherEntity]).evaluate(with: a))
+        #expect(try FetchPredicate(format: "SELF IN %@", Set([temporary, a])).evaluate(with: temporary))
+        #expect(try FetchPredicate(format: "owner == %@", a).evaluate(with: ["owner": sameAsA]))
+        #expect(try !FetchPredicate(format: "owner != %@", a).evaluate(with: ["owner": sameAsA]))
+        #expect(try !FetchPredicate(format: "owner == %@", a).evaluate(with: ["owner": NSNull()]))
+        #expect(try !FetchPredicate(format: "SELF IN %@", [a]).evaluate(with: "x-coredata://S/Item/p1"))
+    }
+
     @Test func substitutionVariablesAtEvaluation() throws {
         #expect(try eval("age > $MIN", ann, variables: ["MIN": 40]))
         #expect(try !eval("age > $MIN", ann, variables: ["MIN": 41]))

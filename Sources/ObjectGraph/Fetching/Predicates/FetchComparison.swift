@@ -121,8 +121,17 @@ final class ComparisonPlan: @unchecked Sendable {
     /// Set when the comparison is a plain `key OP constant` that the
     /// evaluator can decide without classifying values (the common case).
     let fastConstant: FastConstant?
+    /// The constant right-hand side of IN when it lists only object IDs
+    /// (Core Data's `SELF IN %@` with IDs), as a set: membership of one of
+    /// thousands of IDs is then one lookup. IDs are immutable, so the set
+    /// stays right; managed objects are left to the list, as an inserted
+    /// object's ID changes when it is saved.
+    let rightObjectIDs: Set<ManagedObjectID>?
     let likePattern: LikePattern?
     let regex: Result<NSRegularExpression, PredicateEvaluationError>?
+
+    /// Below this many IDs scanning the list costs no more than a set.
+    static let objectIDSetThreshold = 8
 
     init(left: FetchExpression, operatorType: FetchComparison.Operator, right: FetchExpression,
          modifier: FetchComparison.Modifier, options: FetchComparison.Options) {
@@ -154,6 +163,16 @@ final class ComparisonPlan: @unchecked Sendable {
             rightConstantList = nil
         }
         rightConstant = constant ?? rightConstantList.map(Scalar.list)
+        if operatorType == .in, let list = rightConstantList, list.count >= Self.objectIDSetThreshold {
+            var ids = Set<ManagedObjectID>(minimumCapacity: list.count)
+            for item in list {
+                guard case let .other(value) = item, let id = value as? ManagedObjectID else { ids.removeAll(); break }
+                ids.insert(id)
+            }
+            rightObjectIDs = ids.isEmpty ? nil : ids
+        } else {
+            rightObjectIDs = nil
+        }
         let plainOperator: Bool
         switch operatorType {
         case .equalTo, .notEqualTo, .lessThan, .lessThanOrEqualTo, .greaterThan, .greaterThanOrEqualTo:

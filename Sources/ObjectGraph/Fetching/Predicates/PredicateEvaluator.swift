@@ -219,6 +219,11 @@ enum PredicateEvaluator {
         case .beginsWith, .endsWith, .like, .matches:
             return try stringOperator(l, r, c)
         case .in:
+            if let ids = c.plan.rightObjectIDs {
+                // A long list of IDs (`SELF IN %@`) is looked up, not scanned.
+                guard case let .other(value) = l, Scalar.isObject(value), let id = objectID(of: value) else { return false }
+                return ids.contains(id)
+            }
             switch r {
             case .null: return false
             case let .list(items):
@@ -284,13 +289,30 @@ enum PredicateEvaluator {
             for (x, y) in zip(a, b) where !equal(x, y, options, foldedRight: nil) { return false }
             return true
         case let (.other(a), .other(b)):
-            if type(of: a) is AnyClass, type(of: b) is AnyClass { return (a as AnyObject) === (b as AnyObject) }
+            if type(of: a) is AnyClass, type(of: b) is AnyClass {
+                if (a as AnyObject) === (b as AnyObject) { return true }
+                // Object IDs are values: another instance naming the same
+                // object is equal, and an object equals its own ID, as
+                // Core Data's `SELF IN %@` takes objects and IDs alike.
+                guard let ia = objectID(of: a), let ib = objectID(of: b) else { return false }
+                return ia == ib
+            }
             if let ha = a as? AnyHashable, let hb = b as? AnyHashable { return ha == hb }
             return false
         default:
             if l.isNumeric && r.isNumeric { return Scalar.compareNumbers(l, r) == .orderedSame }
             return false
         }
+    }
+
+    /// The object ID a value stands for in equality: an ID itself, a
+    /// managed object's ID or a store record's; nil for anything else.
+    @inline(__always)
+    static func objectID(of value: Any) -> ManagedObjectID? {
+        if let id = value as? ManagedObjectID { return id }
+        if let object = value as? ManagedObject { return object.objectID }
+        if let record = value as? StoreRecord { return record.objectID }
+        return nil
     }
 
     /// Ordering for <, <=, >, >= and BETWEEN; nil if either side is nil or

@@ -31,6 +31,9 @@ struct SQLitePredicateCompiler {
     static let stringOperatorFunction = "og_strop"
 
     let schema: SQLiteSchema
+    /// The store's `NSStoreUUID`: `SELF` comparisons match only IDs of this
+    /// store, and are not compiled without it.
+    let storeIdentifier: String?
     private var bindings: [SQLiteValue] = []
     /// Joins per nesting level: the outer query, then each EXISTS subquery.
     private var joinFrames: [[String]] = [[]]
@@ -39,8 +42,9 @@ struct SQLitePredicateCompiler {
     /// Set while compiling a `HAVING` condition: key paths name result columns.
     private var havingOutputs: [String: HavingOperand]?
 
-    init(schema: SQLiteSchema) {
+    init(schema: SQLiteSchema, storeIdentifier: String? = nil) {
         self.schema = schema
+        self.storeIdentifier = storeIdentifier
     }
 
     /// The condition for rows of `entity`'s table aliased `t0`, or nil when
@@ -101,7 +105,7 @@ struct SQLitePredicateCompiler {
         switch resolve(path, Scope(alias: "t0", entity: entity.entity)) {
         case let .column(sql, attribute)?:
             return .attribute(sql: sql, attribute)
-        case let .foreignKey(sql, rel)?:
+        case let .foreignKey(sql, rel, _)?:
             // The row holding the key is of the entity the path's last hop reaches.
             var owner = entity.entity
             for key in path.dropLast() {
@@ -196,7 +200,9 @@ struct SQLitePredicateCompiler {
 
     private enum Operand {
         case column(String, AttributeDescription)
-        case foreignKey(String, RelationshipDescription)
+        /// `entitySQL`: the column naming the destination's entity, `.some(nil)`
+        /// when the destination has no sub-entities, nil when unknown (HAVING).
+        case foreignKey(String, RelationshipDescription, entitySQL: String??)
         case count(String)
         case toMany(Scope, RelationshipDescription, rest: [String])
     }
@@ -210,7 +216,7 @@ struct SQLitePredicateCompiler {
             guard path.count == 1, let output = havingOutputs[path[0]] else { return nil }
             switch output {
             case let .column(sql, attribute): return .column(sql, attribute)
-            case let .foreignKey(sql, rel): return .foreignKey(sql, rel)
+            case let .foreignKey(sql, rel): return .foreignKey(sql, rel, entitySQL: nil)
             }
         }
         var scope = scope
@@ -234,7 +240,10 @@ struct SQLitePredicateCompiler {
                 return .toMany(scope, rel, rest: rest)
             }
             guard let column = mapping.columnsByProperty[rel.name] else { return nil }
-            if isLast { return .foreignKey("\(scope.alias).\(column)", rel) }
+            if isLast {
+                let entitySQL = mapping.entityColumnsByRelationship[rel.name].map { "\(scope.alias).\($0)" }
+                return .foreignKey("\(scope.alias).\(column)", rel, entitySQL: .some(entitySQL))
+            }
             let joinKey = "\(scope.alias).\(column)"
             let alias: String
             if let existing = joinAliases[joinKey] {
@@ -305,6 +314,12 @@ struct SQLitePredicateCompiler {
     }
 
     private mutating func comparison(_ c: FetchComparison, _ scope: Scope) -> String? {
+        if c.modifier == .direct, havingOutputs == nil {
+            if case .evaluatedObject = c.left.normalized { return selfComparison(c.operatorType, c.right, scope) }
+            if case .evaluatedObject = c.right.normalized, c.operatorType == .equalTo || c.operatorType == .notEqualTo {
+                return selfComparison(c.operatorType, c.left, scope)
+            }
+        }
         var op = c.operatorType
         var path = Self.keyPath(c.left)
         var right = c.right
@@ -331,6 +346,126 @@ struct SQLitePredicateCompiler {
             }
             return "NOT EXISTS (SELECT 1 FROM \(from) WHERE \(source.correlation) AND NOT (\(condition)))"
         }
+    }
+
+    /// `SELF ==/!=/IN` constants, as the evaluator decides them: a row is
+    /// the object its ID names, so it equals an object ID (or a managed
+    /// object, or a store record, by its ID) of this store, of its own
+    /// entity, with its primary key; nil and every other value are unequal.
+    /// The keys are written into the SQL as integer literals, grouped by
+    /// entity (`t0.Z_ENT = 3 AND t0.Z_PK IN (…)`): a list of any length
+    /// binds no host parameter (SQLite allows 32,766) and SQLite looks each
+    /// key up in the primary key rather than testing every row against
+    /// every ID.
+    private mutating func selfComparison(_ op: FetchComparison.Operator, _ right: FetchExpression, _ scope: Scope) -> String? {
+        guard let storeIdentifier, let table = mapping(scope.entity)?.tableName else { return nil }
+        let constants: [FetchValue]
+        switch op {
+        case .equalTo, .notEqualTo:
+            guard let value = Self.constant(right) else { return nil }
+            constants = [value]
+        case .in:
+            // `SELF IN 'string'` throws in memory: leave it to the evaluator.
+            guard case let .aggregate(items) = right else { return nil }
+            var values: [FetchValue] = []
+            values.reserveCapacity(items.count)
+            for item in items {
+                guard let value = Self.constant(item) else { return nil }
+                values.append(value)
+            }
+            constants = values
+        default:
+            return nil
+        }
+        var keysByEntity: [Int: Set<Int64>] = [:]
+        for value in constants {
+            let id: ManagedObjectID
+            switch value {
+            case let .object(object):
+                guard let found = PredicateEvaluator.objectID(of: object) else { continue }
+                id = found
+            case let .other(hashable):
+                guard let found = hashable.base as? ManagedObjectID else { continue }
+                id = found
+            default:
+                continue
+            }
+            // A temporary ID (an unsaved object) or another store's names no row here.
+            guard id.storeIdentifier == storeIdentifier, let key = id.primaryKey,
+                  let owner = schema.entity(named: id.entity.name), owner.tableName == table else { continue }
+            keysByEntity[owner.number, default: []].insert(key)
+        }
+        let groups = keysByEntity.keys.sorted().map { number -> String in
+            let keys = keysByEntity[number]!.sorted()
+            let match = keys.count == 1 ? "= \(keys[0])" : "IN (\(keys.map(String.init).joined(separator: ", ")))"
+            return "(\(scope.alias).Z_ENT = \(number) AND \(scope.alias).Z_PK \(match))"
+        }
+        let equal = groups.isEmpty ? "0" : groups.joined(separator: " OR ")
+        return op == .notEqualTo ? "NOT (\(equal))" : equal
+    }
+
+    /// `rel ==/!=/IN` object IDs or managed objects on a to-one's foreign
+    /// key: the related object equals an ID of this store with its key and
+    /// its entity (the entity column's value, or the destination itself
+    /// when it has no sub-entities); a nil in an IN list matches no object.
+    private mutating func relatedObjectComparison(_ column: String, _ rel: RelationshipDescription, _ entitySQL: String?,
+                                                  _ op: FetchComparison.Operator, _ right: FetchExpression) -> String? {
+        guard let storeIdentifier, let destination = rel.destinationEntity, let destMapping = mapping(destination),
+              let keys = objectKeys(op, right) else { return nil }
+        guard !keys.constants.isEmpty || op == .in else { return nil }
+        // An equality with something other than an ID or object is left to
+        // the evaluator (it may compare the related object as a value).
+        guard keys.others == 0 else { return nil }
+        var keysByEntity: [Int: Set<Int64>] = [:]
+        for id in keys.ids {
+            guard id.storeIdentifier == storeIdentifier, let key = id.primaryKey, let owner = schema.entity(named: id.entity.name),
+                  destMapping.numbersIncludingSubentities.contains(owner.number) else { continue }
+            // Without an entity column every related row is read as the destination itself.
+            if entitySQL == nil && owner.number != destMapping.number { continue }
+            keysByEntity[owner.number, default: []].insert(key)
+        }
+        var parts = keysByEntity.keys.sorted().map { number -> String in
+            let list = keysByEntity[number]!.sorted()
+            let match = list.count == 1 ? "= \(list[0])" : "IN (\(list.map(String.init).joined(separator: ", ")))"
+            let entityMatch = entitySQL.map { "\($0) = \(number) AND " } ?? ""
+            return "coalesce(\(entityMatch)\(column) \(match), 0)"
+        }
+        if keys.nulls > 0 { parts.append("\(column) IS NULL") }
+        let equal = parts.isEmpty ? "0" : parts.map { "(\($0))" }.joined(separator: " OR ")
+        return op == .notEqualTo ? "NOT (\(equal))" : equal
+    }
+
+    /// The constants of `== c`, `!= c` or `IN {…}` sorted into object IDs
+    /// (of IDs, managed objects and store records), nils and other values;
+    /// nil when the right-hand side is not constant.
+    private func objectKeys(_ op: FetchComparison.Operator, _ right: FetchExpression) -> (constants: [FetchValue], ids: [ManagedObjectID], nulls: Int, others: Int)? {
+        var constants: [FetchValue] = []
+        switch op {
+        case .equalTo, .notEqualTo:
+            guard let value = Self.constant(right) else { return nil }
+            constants = [value]
+        case .in:
+            guard case let .aggregate(items) = right else { return nil }
+            constants.reserveCapacity(items.count)
+            for item in items {
+                guard let value = Self.constant(item) else { return nil }
+                constants.append(value)
+            }
+        default:
+            return nil
+        }
+        var ids: [ManagedObjectID] = [], nulls = 0, others = 0
+        for value in constants {
+            switch value {
+            case .null: nulls += 1
+            case let .object(object):
+                if let id = PredicateEvaluator.objectID(of: object) { ids.append(id) } else { others += 1 }
+            case let .other(hashable):
+                if let id = hashable.base as? ManagedObjectID { ids.append(id) } else { others += 1 }
+            default: others += 1
+            }
+        }
+        return (constants, ids, nulls, others)
     }
 
     /// How the evaluator sees a column's values.
@@ -393,13 +528,12 @@ struct SQLitePredicateCompiler {
         switch operand {
         case .toMany:
             return nil
-        case let .foreignKey(column, _):
-            guard let value = Self.constant(right), Self.isNull(value) else { return nil }
-            switch op {
-            case .equalTo: return "\(column) IS NULL"
-            case .notEqualTo: return "\(column) IS NOT NULL"
-            default: return nil
+        case let .foreignKey(column, rel, entitySQL):
+            if op == .equalTo || op == .notEqualTo, let value = Self.constant(right), Self.isNull(value) {
+                return op == .equalTo ? "\(column) IS NULL" : "\(column) IS NOT NULL"
             }
+            guard let entitySQL else { return nil }
+            return relatedObjectComparison(column, rel, entitySQL, op, right)
         case let .count(sql):
             guard let value = Self.constant(right) else { return nil }
             switch op {

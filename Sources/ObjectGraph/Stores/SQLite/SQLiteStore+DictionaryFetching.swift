@@ -25,7 +25,7 @@ extension SQLiteStore {
         lock.lock(); defer { lock.unlock() }
         let (db, schema) = try openConnection()
         let mapping = try fetchMapping(request, schema)
-        var compiler = SQLitePredicateCompiler(schema: schema)
+        var compiler = SQLitePredicateCompiler(schema: schema, storeIdentifier: identifier)
         guard let base = baseQuery(request, mapping, schema, &compiler) else { return nil }
         let sql = "SELECT COUNT(*) FROM \(base.table) t0\(compiler.joins.map { " " + $0 }.joined()) WHERE \(base.filter)"
         var total = 0
@@ -42,7 +42,7 @@ extension SQLiteStore {
         if plan.distinct && (plan.hasAggregates || plan.columns.isEmpty) { return nil }
         let collapses = plan.isGrouped || plan.distinct
 
-        var compiler = SQLitePredicateCompiler(schema: schema)
+        var compiler = SQLitePredicateCompiler(schema: schema, storeIdentifier: identifier)
         guard let base = baseQuery(request, mapping, schema, &compiler) else { return nil }
         var order = ["t0.Z_PK"]
         if !request.sortDescriptors.isEmpty {

@@ -612,7 +612,7 @@ public final class SQLiteStore: PersistentStore {
         let wholeTable = Set(numbers) == Set(schema.entity(named: table.rootEntityName)?.numbersIncludingSubentities ?? [])
         let entityFilter = wholeTable ? "1" : "t0." + entityNumbersSQL(numbers)
 
-        var compiler = SQLitePredicateCompiler(schema: schema)
+        var compiler = SQLitePredicateCompiler(schema: schema, storeIdentifier: identifier)
         var joins: [String] = []
         var condition = ""
         var bindings: [SQLiteValue] = []
