@@ -33,9 +33,6 @@ public final class SyncGroup {
         /// the engine's own transactions were found (in memory: a push then
         /// looks for application changes only after it).
         var checkedThrough: Int64 = 0
-        /// The hub position of the push that ended at `checkedThrough`: the
-        /// base a pull reading those pushes would reach (hub positions only grow).
-        var checkedBase: Int64 = 0
         var lastError: String?
         var failed = false
         var name: String { configuration.name }
@@ -241,17 +238,6 @@ public final class SyncGroup {
         guard var cursor = try hub.cursor(for: member.name) else {
             try bootstrap(member)
             return true
-        }
-        if member.checkedThrough > cursor.pulledThrough {
-            // Up to there the store's history holds only the engine's own
-            // pushes (checked inside the store's write lock when it pushed,
-            // docs/SYNC.md): start after them, with the base they carry. The
-            // file event of a push then finds nothing, costing one query and no
-            // hub commit. In memory only: the hub's cursor moves with the next
-            // pull that finds an application transaction, and after a restart
-            // the pushes are read again, as before.
-            cursor.pulledThrough = member.checkedThrough
-            cursor.base = max(cursor.base, member.checkedBase)
         }
         var moved = false
         var marks: [(storePosition: Int64, hubPosition: Int64)]?
@@ -591,7 +577,6 @@ public final class SyncGroup {
         // Positions only grow in one file; a lower one means another file now.
         if try (member.coordinator.currentPersistentHistoryToken(fromStores: [member.store])?.position ?? 0) < member.checkedThrough {
             member.checkedThrough = 0
-            member.checkedBase = 0
         }
         let held = Set(try hub.conflicts(store: member.name, includingResolved: false).map(\.globalIdentifier))
         return PushRun(member: member, store: store, cursor: cursor, hubPosition: hubPosition, pushed: pushed, pending: pending,
@@ -642,7 +627,6 @@ public final class SyncGroup {
                 // not seen but this push (a rolled-back write would have left these
                 // positions free for an application's next commit).
                 member.checkedThrough = run.reached
-                member.checkedBase = max(member.checkedBase, run.hubPosition)
                 notePush(member, hubPosition: run.hubPosition, fullPushDone: run.full || run.cursor.needsFullPush, pendingWritten: run.pending)
                 moved = moved || run.wroteObjects
             }
@@ -911,10 +895,9 @@ public final class SyncGroup {
             let cursor = try hub.cursor(for: member.name)
             let storePosition = try member.coordinator.currentPersistentHistoryToken(fromStores: [member.store])?.position ?? 0
             var lag = 0.0
-            // After the cursor, up to `checkedThrough` only the engine's pushes lie.
-            if let cursor, storePosition > max(cursor.pulledThrough, member.checkedThrough) {
+            if let cursor, storePosition > cursor.pulledThrough {
                 // The oldest application transaction not pulled: its fields only, nothing decoded.
-                let oldest = PersistentHistoryChangeRequest.fetchHistory(after: member.token(max(cursor.pulledThrough, member.checkedThrough)))
+                let oldest = PersistentHistoryChangeRequest.fetchHistory(after: member.token(cursor.pulledThrough))
                 oldest.resultType = .transactionsOnly
                 oldest.transactionPredicate = try FetchPredicate(format: "author == nil OR author != %@", argumentArray: [Self.author])
                 oldest.fetchLimit = 1

@@ -289,11 +289,11 @@ final class GroupRunner {
                     try group.runRound()
                 } else {
                     // An event from the daemon's own push into this store is
-                    // not skipped: it cannot be told from a writer's. The
-                    // engine knows where its pushes end and starts the pull
-                    // after them, so it is one empty history query. (Skipping
-                    // such events, when the empty pull still moved the cursor,
-                    // doubled the daemon's CPU per save: docs/benchmarks/daemon.md.)
+                    // not skipped, though it has nothing to pull: that empty
+                    // pull moves the store's cursor past the push, and the
+                    // engine's next pushes and status read the store's
+                    // history from that cursor. Skipping them doubled the
+                    // daemon's CPU per save (docs/benchmarks/daemon.md).
                     try group.storeDidChange(name)
                 }
             case .status: break
