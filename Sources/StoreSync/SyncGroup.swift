@@ -302,7 +302,18 @@ public final class SyncGroup {
             var covered = cursor
             func commit() throws {
                 batch.cursor = covered
-                try hub.commit(batch)
+                do {
+                    try hub.commit(batch)
+                } catch {
+                    // The store is fine; say it is the hub that failed (a full
+                    // disk, say), keeping Core Data's code. Nothing moved: the
+                    // cursor commits with the batch.
+                    let hubName = (hub as? EmbeddedHub).map { "the hub \($0.url.path)" } ?? "the hub"
+                    let code = (error as? CoreDataError)?.code ?? .persistentStoreSave
+                    let message = (error as? CoreDataError)?.message ?? "\(error)"
+                    throw CoreDataError(code, "\(hubName) could not commit the changes of store \(member.name): \(message)",
+                                        userInfo: [CoreDataError.underlyingErrorKey: error])
+                }
                 statistics.hubCommits += 1
                 statistics.largestPullBatch = max(statistics.largestPullBatch, batch.inserts.count + batch.updates.count + batch.deletes.count)
                 cursor = covered
