@@ -119,7 +119,7 @@ public final class SyncGroup {
         openWaitingStores()
         var moved = false
         for member in members where !member.paused { moved = attempt(member) { try pull(member) } || moved }
-        moved = pushAll() || moved
+        moved = pushAll(keepingFailureOf: Set(members.filter(\.failed).map(\.name))) || moved
         try commitPushBookkeeping()
         return moved
     }
@@ -134,7 +134,11 @@ public final class SyncGroup {
         }
     }
 
-    private func attempt(_ member: Member, _ body: () throws -> Bool) -> Bool {
+    /// Runs `body` for the store, marking it failed with the error. A success
+    /// clears an earlier failure unless `clearsFailure` is false: a push
+    /// after a failed pull in the same round (a hub that cannot be written)
+    /// must not hide the pull's error.
+    private func attempt(_ member: Member, clearsFailure: Bool = true, _ body: () throws -> Bool) -> Bool {
         // An open connection keeps working on a file that was deleted or
         // replaced: check the path itself so writes never go nowhere.
         guard FileManager.default.fileExists(atPath: member.configuration.url.path) else {
@@ -144,8 +148,10 @@ public final class SyncGroup {
         }
         do {
             let moved = try body()
-            member.lastError = nil
-            member.failed = false
+            if clearsFailure {
+                member.lastError = nil
+                member.failed = false
+            }
             return moved
         } catch {
             member.lastError = "\(error)"
@@ -170,7 +176,7 @@ public final class SyncGroup {
             if let store = changed.store as? SQLiteStore { try? store.performInTransaction {} }
             return try pull(changed)
         }
-        pushAll()
+        pushAll(keepingFailureOf: changed.failed ? [changed.name] : [])
         try commitPushBookkeeping()
     }
 
@@ -178,10 +184,10 @@ public final class SyncGroup {
     /// together, see `executePushes`); the round's hub bookkeeping is left
     /// for `commitPushBookkeeping`.
     @discardableResult
-    private func pushAll() -> Bool {
+    private func pushAll(keepingFailureOf pullFailed: Set<String>) -> Bool {
         var runs: [PushRun] = []
         for member in members where !member.paused {
-            _ = attempt(member) {
+            _ = attempt(member, clearsFailure: !pullFailed.contains(member.name)) {
                 if let run = try pushPlan(member) { runs.append(run) }
                 return false
             }
