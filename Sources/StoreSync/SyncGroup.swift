@@ -116,7 +116,7 @@ public final class SyncGroup {
         openWaitingStores()
         var moved = false
         for member in members where !member.paused { moved = attempt(member) { try pull(member) } || moved }
-        moved = pushAll() || moved
+        moved = pushAll(keepingFailureOf: Set(members.filter(\.failed).map(\.name))) || moved
         try commitPushBookkeeping()
         return moved
     }
@@ -131,7 +131,11 @@ public final class SyncGroup {
         }
     }
 
-    private func attempt(_ member: Member, _ body: () throws -> Bool) -> Bool {
+    /// Runs `body` for the store, marking it failed with the error. A success
+    /// clears an earlier failure unless `clearsFailure` is false: a push
+    /// after a failed pull in the same round (a hub that cannot be written)
+    /// must not hide the pull's error.
+    private func attempt(_ member: Member, clearsFailure: Bool = true, _ body: () throws -> Bool) -> Bool {
         // An open connection keeps working on a file that was deleted or
         // replaced: check the path itself so writes never go nowhere.
         guard FileManager.default.fileExists(atPath: member.configuration.url.path) else {
@@ -141,8 +145,10 @@ public final class SyncGroup {
         }
         do {
             let moved = try body()
-            member.lastError = nil
-            member.failed = false
+            if clearsFailure {
+                member.lastError = nil
+                member.failed = false
+            }
             return moved
         } catch {
             member.lastError = "\(error)"
@@ -167,7 +173,7 @@ public final class SyncGroup {
             if let store = changed.store as? SQLiteStore { try? store.performInTransaction {} }
             return try pull(changed)
         }
-        pushAll()
+        pushAll(keepingFailureOf: changed.failed ? [changed.name] : [])
         try commitPushBookkeeping()
     }
 
@@ -175,10 +181,10 @@ public final class SyncGroup {
     /// together, see `executePushes`); the round's hub bookkeeping is left
     /// for `commitPushBookkeeping`.
     @discardableResult
-    private func pushAll() -> Bool {
+    private func pushAll(keepingFailureOf pullFailed: Set<String>) -> Bool {
         var runs: [PushRun] = []
         for member in members where !member.paused {
-            _ = attempt(member) {
+            _ = attempt(member, clearsFailure: !pullFailed.contains(member.name)) {
                 if let run = try pushPlan(member) { runs.append(run) }
                 return false
             }
@@ -288,7 +294,18 @@ public final class SyncGroup {
             var covered = cursor
             func commit() throws {
                 batch.cursor = covered
-                try hub.commit(batch)
+                do {
+                    try hub.commit(batch)
+                } catch {
+                    // The store is fine; say it is the hub that failed (a full
+                    // disk, say), keeping Core Data's code. Nothing moved: the
+                    // cursor commits with the batch.
+                    let hubName = (hub as? EmbeddedHub).map { "the hub \($0.url.path)" } ?? "the hub"
+                    let code = (error as? CoreDataError)?.code ?? .persistentStoreSave
+                    let message = (error as? CoreDataError)?.message ?? "\(error)"
+                    throw CoreDataError(code, "\(hubName) could not commit the changes of store \(member.name): \(message)",
+                                        userInfo: [CoreDataError.underlyingErrorKey: error])
+                }
                 statistics.hubCommits += 1
                 statistics.largestPullBatch = max(statistics.largestPullBatch, batch.inserts.count + batch.updates.count + batch.deletes.count)
                 cursor = covered

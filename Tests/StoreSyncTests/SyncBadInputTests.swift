@@ -92,6 +92,108 @@ import Testing
         #expect(try names(directory.appendingPathComponent("s2.sqlite")) == ["one", "two"].map { ObjectState.canonical($0) })
     }
 
+    /// Issue 15, bad input: a store whose pages are overwritten between runs
+    /// (a torn copy, a disk error; its header intact) is marked failed with
+    /// the reason, the other two go on syncing a new save and nothing
+    /// already committed is lost. Like the daemon's corrupt-pages test, the
+    /// file is damaged while no connection has it open, so no page cache
+    /// hides the damage.
+    @Test func aStoreCorruptedBetweenRunsFailsAndTheOthersSync() throws {
+        let directory = try SyncFixtures.directory()
+        let url = { (name: String) in directory.appendingPathComponent("\(name).sqlite") }
+        var group = try SyncFixtures.group([.objectTrump, .objectTrump, .objectTrump], in: directory)
+        do {
+            let app = try SyncFixtures.app(url("s2"))
+            try app.performAndWait {
+                for n in 0..<200 { try app.insertNewObject(forEntityName: "Record").setValue("old-\(n)", forKey: "name") }
+                try app.save()
+            }
+            for store in app.persistentStoreCoordinator.persistentStores { try app.persistentStoreCoordinator.remove(store) }
+        }
+        try group.runUntilIdle()
+        let before = try SyncFixtures.contents(url("s1"))
+        #expect(before.count == 200)
+        try group.close()
+
+        // Every page after the first becomes garbage (the last connection closed, so the WAL is checkpointed).
+        let handle = try FileHandle(forUpdating: url("s2"))
+        let size = try handle.seekToEnd()
+        #expect(size > 8192, "the store should span several pages")
+        try handle.seek(toOffset: 4096)
+        try handle.write(contentsOf: Data((0..<Int(size - 4096)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }))
+        try handle.close()
+        for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: url("s2").path + suffix) }
+
+        group = try SyncFixtures.group([.objectTrump, .objectTrump, .objectTrump], in: directory)
+        let app = try SyncFixtures.app(url("s1"))
+        try app.performAndWait {
+            try app.insertNewObject(forEntityName: "Record").setValue("new", forKey: "name")
+            try app.save()
+        }
+        try group.runUntilIdle()
+        let status = try group.status()
+        let s2 = try #require(status.first { $0.name == "s2" })
+        #expect(s2.state == .failed)
+        #expect(s2.lastError?.contains("malformed") == true || s2.lastError?.contains("not a SQLite store file") == true, "SQLite's reason: \(s2.lastError ?? "-")")
+        #expect(status.filter { $0.name != "s2" }.allSatisfy { $0.state == .ok && $0.lastError == nil }, "\(status.map { "\($0.name): \($0.state) \($0.lastError ?? "-")" })")
+        let s1 = try SyncFixtures.contents(url("s1"))
+        #expect(s1.count == 201)
+        #expect(Set(before.keys).isSubset(of: s1.keys), "nothing already committed is lost")
+        #expect(try SyncFixtures.contents(url("s3")) == s1)
+        #expect(try SyncFixtures.contents(directory.appendingPathComponent("state/hub.sqlite")) == s1)
+        try group.close()
+    }
+
+    /// Issue 15, bad input: a hub that cannot be written (a full disk,
+    /// simulated with `max_page_count` on the hub's connection, since the
+    /// tests share one process and its limits). The round fails with
+    /// SQLite's reason, no store loses anything, the cursor stays at what the
+    /// hub committed, and once the hub can grow again every store converges.
+    @Test func aHubThatCannotBeWrittenFailsTheRoundAndLosesNothing() throws {
+        let directory = try SyncFixtures.directory()
+        let url = { (name: String) in directory.appendingPathComponent("\(name).sqlite") }
+        let state = directory.appendingPathComponent("state")
+        let configuration = SyncGroupConfiguration(name: "test", model: SyncFixtures.model(), stateDirectory: state,
+                                                   stores: (1...3).map { SyncStoreConfiguration(name: "s\($0)", url: url("s\($0)"), policy: .objectTrump) })
+        var group = try SyncGroup(configuration: configuration)
+        let app = try SyncFixtures.app(url("s1"))
+        func insert(_ names: [String]) throws {
+            try app.performAndWait {
+                for name in names { try app.insertNewObject(forEntityName: "Record").setValue(name, forKey: "name") }
+                try app.save()
+            }
+        }
+        try insert(["before"])
+        try group.runUntilIdle()
+        let hubBefore = try SyncFixtures.contents(state.appendingPathComponent("hub.sqlite"))
+        try group.close()
+
+        // The hub may not grow past the pages it has (SQLite clamps 1 up to its size).
+        let full = try EmbeddedHub(model: configuration.model, directory: state, pragmas: ["max_page_count": "1"])
+        let cursorBefore = try #require(try full.cursor(for: "s1"))
+        group = try SyncGroup(configuration: configuration, hub: full)
+        try insert((0..<300).map { "big-\($0)-" + String(repeating: "x", count: 200) })
+        _ = try? group.runRound()
+        let s1Status = try #require(try group.status().first { $0.name == "s1" })
+        #expect(s1Status.state == .failed)
+        let reason = s1Status.lastError ?? "-"
+        #expect(reason.contains("full") && reason.contains("hub.sqlite") && reason.contains("134030"), "SQLite's reason, naming the hub: \(reason)")
+        #expect(try full.cursor(for: "s1")?.pulledThrough == cursorBefore.pulledThrough, "the cursor did not move past what the hub committed")
+        #expect(try SyncFixtures.contents(url("s1")).count == 301, "the store lost nothing")
+        for name in ["s2", "s3"] { #expect(try SyncFixtures.contents(url(name)).count == 1) }
+        try group.close()
+        #expect(try SyncFixtures.contents(state.appendingPathComponent("hub.sqlite")) == hubBefore, "the hub holds what it had committed")
+
+        // Room again: the round completes and every store converges.
+        group = try SyncGroup(configuration: configuration)
+        try group.runUntilIdle()
+        let s1 = try SyncFixtures.contents(url("s1"))
+        #expect(s1.count == 301)
+        for name in ["s2", "s3"] { #expect(try SyncFixtures.contents(url(name)) == s1, "\(name)") }
+        #expect(try group.status().allSatisfy { $0.state == .ok && $0.lastError == nil })
+        try group.close()
+    }
+
     /// A store only its application writes receives nothing from the hub;
     /// its received position still moves on (so the engine does not read
     /// the hub's history from its start on every round), and a change made

@@ -28,7 +28,15 @@ public final class EmbeddedHub: SyncHub {
     /// Opens (or creates) the hub in `directory`.
     /// - Throws: 134060 when the model already has an entity named like
     ///   the engine's bookkeeping; the store's errors otherwise.
-    public init(model: ManagedObjectModel, directory: URL) throws {
+    public convenience init(model: ManagedObjectModel, directory: URL) throws {
+        try self.init(model: model, directory: directory, pragmas: [:])
+    }
+
+    /// Opens the hub with SQLite pragmas for its connection. Internal: a test
+    /// seam, so a hub that cannot grow (`max_page_count`, i.e. a full disk)
+    /// can be simulated without touching the process's limits, which the
+    /// tests running in parallel share.
+    init(model: ManagedObjectModel, directory: URL, pragmas: [String: String]) throws {
         for name in Self.bookkeeping where model.entitiesByName[name] != nil {
             throw CoreDataError(.coreData, "the group's model has an entity named \(name), which the sync hub reserves")
         }
@@ -36,7 +44,7 @@ public final class EmbeddedHub: SyncHub {
         url = directory.appendingPathComponent("hub.sqlite")
         coordinator = try PersistentStoreCoordinator(managedObjectModel: Self.hubModel(model))
         store = try coordinator.addPersistentStore(ofType: PersistentStoreCoordinator.sqliteStoreType, at: url,
-                                                   options: [PersistentStore.persistentHistoryTrackingKey: true])
+                                                   options: [PersistentStore.persistentHistoryTrackingKey: true, SQLiteStoreOptions.pragmasKey: pragmas])
         let context = ManagedObjectContext(coordinator: coordinator)
         context.transactionAuthor = Self.author
         access = GraphAccess(context: context)

@@ -5,9 +5,11 @@ import Foundation
 ///
 /// - `NSSQLitePragmasOption`: pragma name → value, both strings, run as
 ///   `PRAGMA name = value` when the store opens. Only pragmas on a fixed list
-///   are accepted: ones that tune speed, durability or memory and cannot
-///   break Core Data's layout or other processes' view of the file
-///   (`writable_schema`, `query_only` and the like are refused). Values
+///   are accepted: ones that tune speed, durability, memory or how far the
+///   file may grow (`max_page_count`, per connection: a write past it fails
+///   with SQLITE_FULL, as on a full disk) and cannot break Core Data's
+///   layout or other processes' view of the file (`writable_schema`,
+///   `query_only` and the like are refused). Values
 ///   are restricted to letters, digits, `_`, `-` and `.`, so a value cannot
 ///   carry more SQL. On a read-only store, pragmas that would write the file
 ///   (`journal_mode`, `auto_vacuum`, `page_size`) are skipped.
@@ -31,7 +33,7 @@ public struct SQLiteStoreOptions: Equatable, Sendable {
     /// macOS-only in effect; SQLite accepts and ignores them on Linux.
     public static let allowedPragmas: Set<String> = [
         "auto_vacuum", "automatic_index", "cache_size", "cache_spill", "cell_size_check", "checkpoint_fullfsync",
-        "fullfsync", "journal_mode", "journal_size_limit", "mmap_size", "page_size", "secure_delete",
+        "fullfsync", "journal_mode", "journal_size_limit", "max_page_count", "mmap_size", "page_size", "secure_delete",
         "synchronous", "temp_store", "threads", "wal_autocheckpoint",
     ]
     /// Pragmas that change the file, skipped on read-only stores.
