@@ -129,9 +129,13 @@ public final class ExternalRecordWriter: @unchecked Sendable {
                 values[property.name] = value
             }
         }
+        // An ID read from persistent history names no open store: the store
+        // is found by its identifier through the object's coordinator, so the
+        // record still carries the global identifier.
+        let store = id.persistentStore ?? object.managedObjectContext?.persistentStoreCoordinator.store(withIdentifier: storeIdentifier)
         var gid: UUID?
-        if let store = id.persistentStore, store.recordsPersistentHistory {
-            gid = try store.persistentStoreCoordinator?.globalIdentifiers(for: [id])[id]
+        if let store, store.recordsPersistentHistory {
+            gid = try store.globalIdentifiers(for: [id])[id]
         }
         let source = ExternalRecordContent.Source(objectID: id, globalIdentifier: gid, values: values)
         return try write([source], deletes: [], deleteIDs: [:]).written == 1

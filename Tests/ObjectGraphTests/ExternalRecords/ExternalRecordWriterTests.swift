@@ -79,4 +79,36 @@ import Testing
         let lone = try PersistentStoreCoordinator(managedObjectModel: RecordsModel.make())
         #expect(throws: CoreDataError.self) { try writer.rebuild(from: ManagedObjectContext(coordinator: lone)) }
     }
+
+    /// An ID read from persistent history names no open store; the record of
+    /// an object reached through it still carries the global identifier
+    /// (PC-43: the record holds the global identifier when the store keeps history).
+    @Test func aRecordOfAnObjectReachedThroughHistoryHasTheGlobalIdentifier() throws {
+        let directory = try TestPaths.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let coordinator = try PersistentStoreCoordinator(managedObjectModel: RecordsModel.make())
+        let store = try coordinator.addPersistentStore(ofType: PersistentStoreCoordinator.sqliteStoreType, at: directory.appendingPathComponent("D.sqlite"),
+                                                       options: [PersistentStore.persistentHistoryTrackingKey: true])
+        let writer = try ExternalRecordWriter(configuration: .init(directory: directory.appendingPathComponent("records")),
+                                              model: coordinator.managedObjectModel, storeIdentifier: store.identifier, storeURL: store.url)
+        let saving = ManagedObjectContext(coordinator: coordinator)
+        try saving.performAndWait {
+            try RecordsModel.note(saving, "from history")
+            try saving.save()
+        }
+        let reading = ManagedObjectContext(coordinator: coordinator)
+        try reading.performAndWait {
+            let transactions = try reading.execute(.fetchHistory(after: nil)).transactions
+            let change = try #require(transactions.flatMap(\.changes).first { $0.changedObjectID.entity.name == "Note" })
+            let id = change.changedObjectID
+            #expect(id.persistentStore == nil, "the case under test: a history ID without its store")
+            let note = try reading.existingObject(with: id)
+            #expect(note.objectID.persistentStore == nil, "the object keeps the store-less ID it was reached through")
+            #expect(try writer.writeRecord(for: note))
+            let gid = try #require(try coordinator.globalIdentifiers(for: [id])[id])
+            let url = writer.recordURL(for: id)
+            #expect(try RecordsModel.read(url).record["globalIdentifier"] as? String == gid.uuidString)
+            #expect(try RecordsModel.values(url)["title"] as? String == "from history")
+        }
+    }
 }
