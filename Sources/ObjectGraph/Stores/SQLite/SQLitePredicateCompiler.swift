@@ -358,47 +358,17 @@ struct SQLitePredicateCompiler {
     /// key up in the primary key rather than testing every row against
     /// every ID.
     private mutating func selfComparison(_ op: FetchComparison.Operator, _ right: FetchExpression, _ scope: Scope) -> String? {
-        guard let storeIdentifier, let table = mapping(scope.entity)?.tableName else { return nil }
-        let constants: [FetchValue]
-        switch op {
-        case .equalTo, .notEqualTo:
-            guard let value = Self.constant(right) else { return nil }
-            constants = [value]
-        case .in:
-            // `SELF IN 'string'` throws in memory: leave it to the evaluator.
-            guard case let .aggregate(items) = right else { return nil }
-            var values: [FetchValue] = []
-            values.reserveCapacity(items.count)
-            for item in items {
-                guard let value = Self.constant(item) else { return nil }
-                values.append(value)
-            }
-            constants = values
-        default:
-            return nil
-        }
+        guard let storeIdentifier, let table = mapping(scope.entity)?.tableName,
+              let keys = objectKeys(op, right) else { return nil }
         var keysByEntity: [Int: Set<Int64>] = [:]
-        for value in constants {
-            let id: ManagedObjectID
-            switch value {
-            case let .object(object):
-                guard let found = PredicateEvaluator.objectID(of: object) else { continue }
-                id = found
-            case let .other(hashable):
-                guard let found = hashable.base as? ManagedObjectID else { continue }
-                id = found
-            default:
-                continue
-            }
+        for id in keys.ids {
             // A temporary ID (an unsaved object) or another store's names no row here.
             guard id.storeIdentifier == storeIdentifier, let key = id.primaryKey,
                   let owner = schema.entity(named: id.entity.name), owner.tableName == table else { continue }
             keysByEntity[owner.number, default: []].insert(key)
         }
         let groups = keysByEntity.keys.sorted().map { number -> String in
-            let keys = keysByEntity[number]!.sorted()
-            let match = keys.count == 1 ? "= \(keys[0])" : "IN (\(keys.map(String.init).joined(separator: ", ")))"
-            return "(\(scope.alias).Z_ENT = \(number) AND \(scope.alias).Z_PK \(match))"
+            "(\(scope.alias).Z_ENT = \(number) AND \(scope.alias).Z_PK \(Self.keyMatch(keysByEntity[number]!)))"
         }
         let equal = groups.isEmpty ? "0" : groups.joined(separator: " OR ")
         return op == .notEqualTo ? "NOT (\(equal))" : equal
@@ -425,19 +395,25 @@ struct SQLitePredicateCompiler {
             keysByEntity[owner.number, default: []].insert(key)
         }
         var parts = keysByEntity.keys.sorted().map { number -> String in
-            let list = keysByEntity[number]!.sorted()
-            let match = list.count == 1 ? "= \(list[0])" : "IN (\(list.map(String.init).joined(separator: ", ")))"
             let entityMatch = entitySQL.map { "\($0) = \(number) AND " } ?? ""
-            return "coalesce(\(entityMatch)\(column) \(match), 0)"
+            return "coalesce(\(entityMatch)\(column) \(Self.keyMatch(keysByEntity[number]!)), 0)"
         }
         if keys.nulls > 0 { parts.append("\(column) IS NULL") }
         let equal = parts.isEmpty ? "0" : parts.map { "(\($0))" }.joined(separator: " OR ")
         return op == .notEqualTo ? "NOT (\(equal))" : equal
     }
 
+    /// `= k` or `IN (k1, …)` for primary keys, written as integer literals
+    /// in order: a list of any length binds no host parameter.
+    private static func keyMatch(_ keys: Set<Int64>) -> String {
+        let list = keys.sorted()
+        return list.count == 1 ? "= \(list[0])" : "IN (\(list.map(String.init).joined(separator: ", ")))"
+    }
+
     /// The constants of `== c`, `!= c` or `IN {…}` sorted into object IDs
     /// (of IDs, managed objects and store records), nils and other values;
-    /// nil when the right-hand side is not constant.
+    /// nil when the right-hand side is not constant, or IN's is not a list
+    /// (`SELF IN 'string'` throws in memory: left to the evaluator).
     private func objectKeys(_ op: FetchComparison.Operator, _ right: FetchExpression) -> (constants: [FetchValue], ids: [ManagedObjectID], nulls: Int, others: Int)? {
         var constants: [FetchValue] = []
         switch op {
