@@ -81,16 +81,22 @@ extension Daemon {
 
         /// Inserts or updates the Item named `name` in a store, as an application would.
         func save(_ store: String, name: String, count: Int64) throws {
-            let context = try Daemon.app(url(store))
-            defer { for store in context.persistentStoreCoordinator.persistentStores { try? context.persistentStoreCoordinator.remove(store) } }
-            try context.performAndWait {
-                let request = FetchRequest(entityName: "Item")
-                request.predicate = try FetchPredicate(format: "name == %@", name)
-                let item = try context.fetch(request).first ?? context.insertNewObject(forEntityName: "Item")
-                try item.setValue(name, forKey: "name")
-                try item.setValue(count, forKey: "count")
-                try context.save()
-            }
+            try Daemon.saveItem(at: url(store), name: name, count: count)
+        }
+    }
+
+    /// Inserts or updates the Item named `name` in the store file at `url`,
+    /// as an application would (no daemon needed).
+    static func saveItem(at url: URL, name: String, count: Int64) throws {
+        let context = try Daemon.app(url)
+        defer { for store in context.persistentStoreCoordinator.persistentStores { try? context.persistentStoreCoordinator.remove(store) } }
+        try context.performAndWait {
+            let request = FetchRequest(entityName: "Item")
+            request.predicate = try FetchPredicate(format: "name == %@", name)
+            let item = try context.fetch(request).first ?? context.insertNewObject(forEntityName: "Item")
+            try item.setValue(name, forKey: "name")
+            try item.setValue(count, forKey: "count")
+            try context.save()
         }
     }
 }

@@ -93,20 +93,6 @@ final class ExternalRecordsDaemonTests: XCTestCase {
         }
     }
 
-    /// Saves `name`/`count` into the store file at `url` (no daemon needed).
-    static func save(_ url: URL, name: String, count: Int64) throws {
-        let context = try Daemon.app(url)
-        defer { for store in context.persistentStoreCoordinator.persistentStores { try? context.persistentStoreCoordinator.remove(store) } }
-        try context.performAndWait {
-            let request = FetchRequest(entityName: "Item")
-            request.predicate = try FetchPredicate(format: "name == %@", name)
-            let item = try context.fetch(request).first ?? context.insertNewObject(forEntityName: "Item")
-            try item.setValue(name, forKey: "name")
-            try item.setValue(count, forKey: "count")
-            try context.save()
-        }
-    }
-
     /// The group's `export` object from `status`.
     static func exportStatus(_ daemon: Daemon.Controlled) throws -> JSONValue {
         try daemon.request(["op": "status"])["groups"]?.array?.first?["export"] ?? .null
@@ -202,8 +188,8 @@ final class ExternalRecordsDaemonTests: XCTestCase {
         }
 
         var running = try start()
-        try Self.save(url("s1"), name: "alpha", count: 1)
-        try Self.save(url("s1"), name: "beta", count: 2)
+        try Daemon.saveItem(at: url("s1"), name: "alpha", count: 1)
+        try Daemon.saveItem(at: url("s1"), name: "beta", count: 2)
         XCTAssertTrue(Daemon.wait(timeout: 20) { Self.records(root).count == 2 }, running.log)
         XCTAssertTrue(try Daemon.wait(timeout: 20) { try Daemon.items(url("s3")) == ["alpha": 1, "beta": 2] }, running.log)
         running.signal(SIGTERM)
@@ -211,8 +197,8 @@ final class ExternalRecordsDaemonTests: XCTestCase {
         let cursor = directory.appendingPathComponent("state/items/export-cursor.json")
         XCTAssertTrue(FileManager.default.fileExists(atPath: cursor.path), "the export cursor is kept in the group's state directory")
 
-        try Self.save(url("s2"), name: "gamma", count: 3)
-        try Self.save(url("s3"), name: "alpha", count: 7)
+        try Daemon.saveItem(at: url("s2"), name: "gamma", count: 3)
+        try Daemon.saveItem(at: url("s3"), name: "alpha", count: 7)
         try Self.delete(url("s1"), name: "beta")
         XCTAssertEqual(Self.records(root).count, 2, "nothing exports while the daemon is stopped")
 
