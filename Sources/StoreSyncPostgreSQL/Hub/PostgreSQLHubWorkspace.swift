@@ -436,10 +436,13 @@ final class PostgreSQLHubWorkspace {
     /// and returns the history of what changed, in the order objects were first touched.
     func write(position: Int64) throws -> [Change] {
         var changes: [Change] = []
+        // Owners whose to-many changed (a member's to-one, position or join
+        // row): each gets an update with no changed attribute, as a store's
+        // history reports it; checked once all are known.
         var flagged: [UUID] = []
         var flaggedSet = Set<UUID>()
         func flag(_ gid: UUID?) {
-            guard let gid, rows[gid] != nil, original[gid] != nil else { return }
+            guard let gid else { return }
             if flaggedSet.insert(gid).inserted { flagged.append(gid) }
         }
         var upserts: [String: [(UUID, Row)]] = [:]
@@ -540,8 +543,10 @@ final class PostgreSQLHubWorkspace {
                 start += part.count
             }
         }
-        for gid in flagged where !recorded.contains(gid) {
-            changes.append(Change(gid: gid, entity: rows[gid]!.entity.name, kind: "u", changed: [:]))
+        try load(flagged)
+        for gid in flagged where !recorded.contains(gid) && original[gid] != nil {
+            guard let row = rows[gid] else { continue }
+            changes.append(Change(gid: gid, entity: row.entity.name, kind: "u", changed: [:]))
         }
         for table in schema.tables {
             if let gone = deletes[table.name] {

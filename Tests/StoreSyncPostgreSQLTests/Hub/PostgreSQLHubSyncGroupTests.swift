@@ -41,8 +41,10 @@ struct PostgreSQLHubSyncGroupTests {
         var record = UUID()
 
         init(_ policies: [SyncPolicy]) throws {
-            directory = try PostgreSQLHubFixtures.directory()
-            hub = try PostgreSQLHubFixtures.hub(model: PostgreSQLHubSyncGroupTests.model())
+            let directory = try PostgreSQLHubFixtures.directory()
+            self.directory = directory
+            let hub = try PostgreSQLHubFixtures.hub(model: PostgreSQLHubSyncGroupTests.model())
+            self.hub = hub
             let stores = policies.enumerated().map {
                 SyncStoreConfiguration(name: "s\($0.offset + 1)", url: directory.appendingPathComponent("s\($0.offset + 1).sqlite"), policy: $0.element)
             }
