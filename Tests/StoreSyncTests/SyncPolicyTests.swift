@@ -8,7 +8,8 @@ import Testing
 /// a = 3, c = 3 before either is synced. The hub pulls s1 first, so s2's
 /// change meets the hub's (s2 plays the in-memory object, the hub the
 /// persistent store) and s2's policy decides; every store ends with the
-/// values the table names.
+/// values the table names. Every case runs over the embedded hub and a
+/// PostgreSQL one (`HubKind`).
 @Suite struct SyncPolicyTests {
     struct Setup {
         let directory: URL
@@ -17,8 +18,8 @@ import Testing
         let record: UUID
     }
 
-    func setUp(_ policy: SyncPolicy) throws -> Setup {
-        try setUp(policy) { apps, edit in
+    func setUp(_ policy: SyncPolicy, hub: HubKind) throws -> Setup {
+        try setUp(policy, hub: hub) { apps, edit in
             try edit(apps[0], ["a": 2, "b": 2])
             try edit(apps[1], ["a": 3, "c": 3])
         }
@@ -33,9 +34,9 @@ import Testing
         }
     }
 
-    func setUp(_ policy: SyncPolicy, edits: ([ManagedObjectContext], (ManagedObjectContext, [String: Int32]) throws -> Void) throws -> Void) throws -> Setup {
+    func setUp(_ policy: SyncPolicy, hub: HubKind, edits: ([ManagedObjectContext], (ManagedObjectContext, [String: Int32]) throws -> Void) throws -> Void) throws -> Setup {
         let directory = try SyncFixtures.directory()
-        let group = try SyncFixtures.group([.objectTrump, policy], in: directory)
+        let group = try SyncFixtures.group([.objectTrump, policy], hub: hub, in: directory)
         let apps = try (1...2).map { try SyncFixtures.app(directory.appendingPathComponent("s\($0).sqlite"), author: "app\($0)") }
         try apps[0].performAndWait {
             let record = try apps[0].insertNewObject(forEntityName: "Record")
@@ -58,11 +59,11 @@ import Testing
 
     /// a, b, c of the record in the hub and both stores.
     func values(_ setup: Setup) throws -> [[String]] {
-        let files = ["state/hub.sqlite", "s1.sqlite", "s2.sqlite"].map { setup.directory.appendingPathComponent($0) }
-        return try files.map { url in
-            let fields = try #require(try SyncFixtures.contents(url)[setup.record], "record missing in \(url.lastPathComponent)")
-            return ["a", "b", "c"].map { fields[$0] ?? "?" }
+        let hub = try #require(try SyncFixtures.hubContents(setup.group.hub, setup.record), "record missing in the hub")
+        let stores = try ["s1.sqlite", "s2.sqlite"].map { file in
+            try #require(try SyncFixtures.contents(setup.directory.appendingPathComponent(file))[setup.record], "record missing in \(file)")
         }
+        return ([hub] + stores).map { fields in ["a", "b", "c"].map { fields[$0] ?? "?" } }
     }
 
     func expect(_ setup: Setup, _ a: Int32, _ b: Int32, _ c: Int32, sourceLocation: SourceLocation = #_sourceLocation) throws {
@@ -72,24 +73,26 @@ import Testing
         }
     }
 
-    @Test(arguments: [
+    @Test(arguments: HubKind.available, [
         // MOC-MP-09 per policy of the store whose change meets the hub's.
         (SyncPolicy.storeTrump, Int32(2), Int32(2), Int32(3)),   // conflicting a keeps the hub's, c applies
         (.objectTrump, 3, 2, 3),                                  // conflicting a takes the store's
         (.overwrite, 3, 1, 3),                                    // the store's object whole
         (.rollback, 2, 2, 1),                                     // the store's change dropped
     ])
-    func mergePolicyTruthTable(_ policy: SyncPolicy, _ a: Int32, _ b: Int32, _ c: Int32) throws {
-        let setup = try setUp(policy)
+    func mergePolicyTruthTable(_ hub: HubKind, _ row: (SyncPolicy, Int32, Int32, Int32)) throws {
+        let (policy, a, b, c) = row
+        let setup = try setUp(policy, hub: hub)
         try setup.group.runUntilIdle()
         for status in try setup.group.status() { #expect(status.lastError == nil, "\(status.name): \(status.lastError ?? "")") }
         #expect(try setup.group.conflicts().isEmpty)
         try expect(setup, a, b, c)
     }
 
-    @Test(arguments: [(ConflictResolution.incoming, Int32(3), Int32(1), Int32(3)), (.hub, 2, 2, 1)])
-    func errorPolicyListsOneConflictAndEitherResolutionFinishes(_ resolution: ConflictResolution, _ a: Int32, _ b: Int32, _ c: Int32) throws {
-        let setup = try setUp(.error)
+    @Test(arguments: HubKind.available, [(ConflictResolution.incoming, Int32(3), Int32(1), Int32(3)), (.hub, 2, 2, 1)])
+    func errorPolicyListsOneConflictAndEitherResolutionFinishes(_ hub: HubKind, _ row: (ConflictResolution, Int32, Int32, Int32)) throws {
+        let (resolution, a, b, c) = row
+        let setup = try setUp(.error, hub: hub)
         try setup.group.runUntilIdle()
         let conflicts = try setup.group.conflicts()
         try #require(conflicts.count == 1)
@@ -107,7 +110,8 @@ import Testing
 
     /// The record's presence in hub, s1 and s2 and, where present, its `a`.
     func outcome(_ setup: Setup) throws -> [String] {
-        try ["state/hub.sqlite", "s1.sqlite", "s2.sqlite"].map { file in
+        let hub = try SyncFixtures.hubContents(setup.group.hub, setup.record)?["a"] ?? "gone"
+        return try [hub] + ["s1.sqlite", "s2.sqlite"].map { file in
             try SyncFixtures.contents(setup.directory.appendingPathComponent(file))[setup.record]?["a"] ?? "gone"
         }
     }
@@ -118,9 +122,10 @@ import Testing
 
     /// (i) Deleted in the store, updated at the hub: store-trump and
     /// rollback cancel the delete; object-trump and overwrite delete.
-    @Test(arguments: [(SyncPolicy.storeTrump, false), (.rollback, false), (.objectTrump, true), (.overwrite, true)])
-    func deletedInTheStoreUpdatedAtTheHub(_ policy: SyncPolicy, _ deleted: Bool) throws {
-        let setup = try setUp(policy) { apps, edit in
+    @Test(arguments: HubKind.available, [(SyncPolicy.storeTrump, false), (.rollback, false), (.objectTrump, true), (.overwrite, true)])
+    func deletedInTheStoreUpdatedAtTheHub(_ hub: HubKind, _ row: (SyncPolicy, Bool)) throws {
+        let (policy, deleted) = row
+        let setup = try setUp(policy, hub: hub) { apps, edit in
             try edit(apps[0], ["a": 2])
             try self.delete(apps[1])
         }
@@ -132,9 +137,10 @@ import Testing
     /// (ii) Updated in the store, deleted at the hub: store-trump and
     /// rollback delete it everywhere; object-trump and overwrite re-insert it
     /// with the store's values (where a context fails with 133000).
-    @Test(arguments: [(SyncPolicy.storeTrump, false), (.rollback, false), (.objectTrump, true), (.overwrite, true)])
-    func updatedInTheStoreDeletedAtTheHub(_ policy: SyncPolicy, _ kept: Bool) throws {
-        let setup = try setUp(policy) { apps, edit in
+    @Test(arguments: HubKind.available, [(SyncPolicy.storeTrump, false), (.rollback, false), (.objectTrump, true), (.overwrite, true)])
+    func updatedInTheStoreDeletedAtTheHub(_ hub: HubKind, _ row: (SyncPolicy, Bool)) throws {
+        let (policy, kept) = row
+        let setup = try setUp(policy, hub: hub) { apps, edit in
             try self.delete(apps[0])
             try edit(apps[1], ["a": 3])
         }
@@ -145,9 +151,10 @@ import Testing
 
     /// Both cases under `error`: one conflict of the right kind; each
     /// resolution finishes the sync.
-    @Test(arguments: [(true, ConflictResolution.incoming), (true, .hub), (false, .incoming), (false, .hub)])
-    func deleteAgainstUpdateUnderErrorIsAConflict(_ storeDeletes: Bool, _ resolution: ConflictResolution) throws {
-        let setup = try setUp(.error) { apps, edit in
+    @Test(arguments: HubKind.available, [(true, ConflictResolution.incoming), (true, .hub), (false, .incoming), (false, .hub)])
+    func deleteAgainstUpdateUnderErrorIsAConflict(_ hub: HubKind, _ row: (Bool, ConflictResolution)) throws {
+        let (storeDeletes, resolution) = row
+        let setup = try setUp(.error, hub: hub) { apps, edit in
             if storeDeletes {
                 try edit(apps[0], ["a": 2])
                 try self.delete(apps[1])

@@ -35,9 +35,20 @@ enum SyncFixtures {
     }
 
     /// A group of stores named s1, s2, … with the given policies.
-    static func group(_ policies: [SyncPolicy], model: ManagedObjectModel = model(), in directory: URL) throws -> SyncGroup {
+    static func group(_ policies: [SyncPolicy], model: ManagedObjectModel = model(), hub kind: HubKind = .embedded,
+                      in directory: URL) throws -> SyncGroup {
         let stores = policies.enumerated().map { SyncStoreConfiguration(name: "s\($0.offset + 1)", url: directory.appendingPathComponent("s\($0.offset + 1).sqlite"), policy: $0.element) }
-        return try SyncGroup(configuration: SyncGroupConfiguration(name: "test", model: model, stateDirectory: directory.appendingPathComponent("state"), stores: stores))
+        let state = directory.appendingPathComponent("state")
+        return try SyncGroup(configuration: SyncGroupConfiguration(name: "test", model: model, stateDirectory: state, stores: stores),
+                             hub: try kind.makeHub(model: model, directory: state))
+    }
+
+    /// An object as the hub holds it, as comparable text (nil: the hub does not have it).
+    static func hubContents(_ hub: SyncHub, _ object: UUID) throws -> [String: String]? {
+        guard let state = try hub.state(of: object) else { return nil }
+        var fields = SyncGroup.describe(state.values)
+        fields["entity"] = state.entityName
+        return fields
     }
 
     /// An application's own stack on a store file (no history option: the

@@ -1,0 +1,167 @@
+import Foundation
+import ObjectGraph
+import Testing
+@testable import StoreSync
+import StoreSyncPostgreSQL
+
+/// Convergence across hosts (issue 19): two engines, standing for the
+/// daemons of two hosts, each with two stores of its own and random
+/// policies, share one PostgreSQL hub. Applications on both hosts write at
+/// random; rounds run on one host or on both at once (two threads, so their
+/// hub transactions really overlap and PostgreSQL's serialisable isolation
+/// aborts and the engine retries); a host is closed and reopened now and
+/// then (what a restarted daemon does, minus the crash: the process kill
+/// test is the daemon's). Once the writers stop and every conflict is
+/// resolved, all four stores and the hub hold the same objects, values and
+/// relationships. Seeds: `STORESYNC_SHARED_SEEDS` (count, default 12) from
+/// `STORESYNC_SEED_BASE`.
+@Suite struct SyncSharedHubPropertyTests {
+    static let seeds: [UInt64] = {
+        let environment = ProcessInfo.processInfo.environment
+        let count = environment["STORESYNC_SHARED_SEEDS"].flatMap(Int.init) ?? 12
+        let base = environment["STORESYNC_SEED_BASE"].flatMap { UInt64($0, radix: 16) } ?? 0x5A_0000
+        return (0..<UInt64(count)).map { base + $0 }
+    }()
+
+    /// One host: its engine over its own connection to the shared hub.
+    final class Host {
+        let name: String
+        let configuration: SyncGroupConfiguration
+        let conninfo: String
+        let hubGroup: String
+        var group: SyncGroup
+
+        init(name: String, policies: [SyncPolicy], directory: URL, conninfo: String, hubGroup: String) throws {
+            self.name = name
+            self.conninfo = conninfo
+            self.hubGroup = hubGroup
+            let stores = policies.enumerated().map { index, policy in
+                SyncStoreConfiguration(name: "s\(index + 1)", url: directory.appendingPathComponent("\(name)-s\(index + 1).sqlite"), policy: policy)
+            }
+            configuration = SyncGroupConfiguration(name: "shared", model: SyncFixtures.model(),
+                                                   stateDirectory: directory.appendingPathComponent("state-\(name)"), stores: stores)
+            group = try Self.open(configuration, conninfo: conninfo, hubGroup: hubGroup, host: name)
+        }
+
+        static func open(_ configuration: SyncGroupConfiguration, conninfo: String, hubGroup: String, host: String) throws -> SyncGroup {
+            let hub = try PostgreSQLHub(model: configuration.model, conninfo: conninfo, group: hubGroup, host: host)
+            return try SyncGroup(configuration: configuration, hub: hub)
+        }
+
+        /// Closed and opened again, as a restarted daemon.
+        func restart() throws {
+            try group.close()
+            group = try Self.open(configuration, conninfo: conninfo, hubGroup: hubGroup, host: name)
+        }
+
+        var urls: [URL] { configuration.stores.map(\.url) }
+    }
+
+    static func run(seed: UInt64, conninfo: String) throws {
+        var rng = SyncRandom(seed: seed)
+        let directory = try SyncFixtures.directory()
+        let hubGroup = TestPostgreSQL.uniqueGroupName()
+        let hosts = try ["a", "b"].map { name in
+            try Host(name: name, policies: (0..<2).map { _ in SyncPolicy.allCases[Int.random(in: 0..<SyncPolicy.allCases.count, using: &rng)] },
+                     directory: directory, conninfo: conninfo, hubGroup: hubGroup)
+        }
+        let context = "seed \(String(seed, radix: 16)), policies \(hosts.map { $0.configuration.stores.map(\.policy.rawValue) })"
+        let apps = try hosts.map { host in try host.urls.map { try SyncFixtures.app($0) } }
+
+        for _ in 0..<Int.random(in: 8...14, using: &rng) {
+            for app in apps.joined() where Int.random(in: 0..<3, using: &rng) > 0 {
+                SyncConvergencePropertyTests.edit(app, &rng)
+            }
+            switch Int.random(in: 0..<6, using: &rng) {
+            case 0, 1:
+                // Both hosts at once: their hub transactions overlap.
+                let which = (0..<2).map { _ in Int.random(in: 0..<3, using: &rng) }
+                let failures = Failures()
+                DispatchQueue.concurrentPerform(iterations: 2) { index in
+                    do { try Self.step(hosts[index], which[index]) } catch { failures.add("\(hosts[index].name): \(error)") }
+                }
+                for failure in failures.all { Issue.record("\(context): \(failure)") }
+            case 2, 3:
+                try Self.step(hosts[Int.random(in: 0..<2, using: &rng)], Int.random(in: 0..<3, using: &rng))
+            case 4:
+                try hosts[Int.random(in: 0..<2, using: &rng)].restart()
+            default:
+                break
+            }
+        }
+
+        // Writers stop: rounds on both hosts until neither moves, conflicts
+        // resolved on the host whose store has them.
+        var resolved = 0
+        for _ in 0..<10 {
+            try settle(hosts)
+            var any = false
+            for host in hosts {
+                for conflict in try host.group.conflicts() {
+                    try host.group.resolve(conflict.id, taking: Bool.random(using: &rng) ? .incoming : .hub)
+                    resolved += 1
+                    any = true
+                }
+            }
+            if !any { break }
+        }
+        try settle(hosts)
+        for host in hosts {
+            #expect(try host.group.conflicts().isEmpty, "\(context)")
+            for status in try host.group.status() {
+                #expect(status.lastError == nil, "\(context): \(host.name)/\(status.name): \(status.lastError ?? "")")
+            }
+        }
+
+        // Every store, on both hosts, holds exactly the hub's objects.
+        let hub = hosts[0].group.hub
+        var hubObjects: [UUID: [String: String]] = [:]
+        for gid in try hub.allObjects() { hubObjects[gid] = try SyncFixtures.hubContents(hub, gid) }
+        #expect(!hubObjects.isEmpty, "\(context): nothing was written")
+        for host in hosts {
+            try host.group.close()
+            for url in host.urls {
+                let store = try SyncFixtures.contents(url)
+                for (gid, fields) in hubObjects where store[gid] != fields {
+                    Issue.record("\(context): \(url.lastPathComponent) \(gid): \(store[gid].map { "\($0)" } ?? "missing"), hub \(fields)")
+                }
+                for gid in store.keys where hubObjects[gid] == nil {
+                    Issue.record("\(context): \(url.lastPathComponent) has \(gid), the hub has not")
+                }
+            }
+        }
+        print("shared hub seed \(String(seed, radix: 16)): \(hubObjects.count) objects, \(resolved) conflicts resolved")
+    }
+
+    /// One host's move: a whole round, one store's change, or the hub's.
+    static func step(_ host: Host, _ kind: Int) throws {
+        switch kind {
+        case 0: try host.group.runRound()
+        case 1: try host.group.storeDidChange("s\(kind % 2 + 1)")
+        default: try host.group.hubDidChange()
+        }
+    }
+
+    /// Rounds on each host in turn until a turn where neither moved.
+    static func settle(_ hosts: [Host]) throws {
+        for _ in 0..<50 {
+            var moved = false
+            for host in hosts { moved = try host.group.runRound() || moved }
+            let failing = try hosts.contains { try $0.group.status().contains { $0.lastError != nil } }
+            if !moved && !failing { return }
+        }
+    }
+
+    final class Failures: @unchecked Sendable {
+        private let lock = NSLock()
+        private var list: [String] = []
+        func add(_ failure: String) { lock.withLock { list.append(failure) } }
+        var all: [String] { lock.withLock { list } }
+    }
+
+    @Test(.enabled(if: HubKind.available.contains(.postgreSQL)), arguments: seeds)
+    func hostsSharingAPostgreSQLHubConverge(seed: UInt64) throws {
+        let conninfo = try #require(TestPostgreSQL.conninfo, "no PostgreSQL test server: run `scripts/postgres start` and export STORESYNC_TEST_POSTGRESQL")
+        try Self.run(seed: seed, conninfo: conninfo)
+    }
+}
