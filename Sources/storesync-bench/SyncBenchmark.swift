@@ -2,10 +2,20 @@ import ArgumentParser
 import Foundation
 import ObjectGraph
 import StoreSync
+import StoreSyncPostgreSQL
 
 /// `storesync-bench sync [--count N] [--catchup-count C] [--catchup-batch B] [--saves S]
-/// [--only bulk,catchup,latency] [--json]`: the sync engine's performance targets
-/// (docs/benchmarks/sync.md).
+/// [--only bulk,catchup,latency] [--hub embedded|postgresql|both] [--postgresql CONNINFO] [--json]`:
+/// the sync engine's performance targets (docs/benchmarks/sync.md).
+///
+/// `--hub postgresql` runs the same workloads across two simulated hosts sharing
+/// one PostgreSQL hub (issue 19): host a's engine has s1 and s2, host b's has s3,
+/// each with its own `PostgreSQLHub` connection; after host a's rounds, host b is
+/// told the hub changed (`hubDidChange()`, what its daemon does on a NOTIFY), so
+/// arrival in s3 is arrival on the other host. `--hub both` runs the embedded hub
+/// and then the PostgreSQL one in the same run, reported side by side. The
+/// server is `--postgresql` (a libpq connection string) or, by default,
+/// STORESYNC_TEST_POSTGRESQL (`scripts/postgres start`).
 ///
 /// The engine runs in this process (`SyncGroup` with its embedded hub) over three
 /// stores s1, s2, s3 of `SQLiteBenchmark.model()` (policy store-trump; only `Item`s,
@@ -65,6 +75,45 @@ struct SyncBenchmark: ParsableCommand {
     @Flag(help: "Print one JSON object instead of a table.")
     var json = false
 
+    enum HubChoice: String, ExpressibleByArgument, CaseIterable {
+        case embedded, postgresql, both
+    }
+
+    @Option(help: "The hub: embedded, postgresql (two simulated hosts on one PostgreSQL hub), or both, side by side.")
+    var hub: HubChoice = .embedded
+
+    @Option(help: "libpq connection string of the PostgreSQL server (default: STORESYNC_TEST_POSTGRESQL).")
+    var postgresql: String?
+
+    /// Where the workloads' hub lives.
+    enum HubPlace {
+        case embedded
+        /// Two engines (hosts a and b) on one PostgreSQL hub.
+        case postgresql(conninfo: String)
+
+        var name: String {
+            switch self {
+            case .embedded: return "embedded"
+            case .postgresql: return "postgresql"
+            }
+        }
+    }
+
+    private func places() throws -> [HubPlace] {
+        let conninfo = postgresql ?? ProcessInfo.processInfo.environment["STORESYNC_TEST_POSTGRESQL"]
+        func server() throws -> HubPlace {
+            guard let conninfo else {
+                throw ValidationError("--hub \(hub.rawValue) needs a server: --postgresql CONNINFO or STORESYNC_TEST_POSTGRESQL (scripts/postgres start prints it)")
+            }
+            return .postgresql(conninfo: conninfo)
+        }
+        switch hub {
+        case .embedded: return [.embedded]
+        case .postgresql: return [try server()]
+        case .both: return [.embedded, try server()]
+        }
+    }
+
     private var workloads: Set<String> { Set(only.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }) }
 
     func validate() throws {
@@ -78,23 +127,31 @@ struct SyncBenchmark: ParsableCommand {
     func run() throws {
         var report: [String: Any] = ["benchmark": "sync", "stores": 3]
         var allMet = true
-        if workloads.contains("bulk") {
-            let bulk = try Self.bulk(count)
-            allMet = allMet && (bulk["met"] as! Bool)
-            report["bulk"] = bulk
-            if !json { Self.printBulk(bulk) }
-        }
-        if workloads.contains("catchup") {
-            let catchup = try Self.catchup(catchupCount, batch: catchupBatch)
-            allMet = allMet && (catchup["met"] as! Bool)
-            report["catchup"] = catchup
-            if !json { Self.printCatchup(catchup) }
-        }
-        if workloads.contains("latency") {
-            let latency = try Self.latency(saves)
-            allMet = allMet && (latency["met"] as! Bool)
-            report["latency"] = latency
-            if !json { Self.printLatency(latency) }
+        let places = try places()
+        for place in places {
+            // One hub: its workloads at the top level, as before; several: one object each.
+            var section: [String: Any] = ["hub": place.name]
+            if case .postgresql = place { section["hosts"] = 2 }
+            if !json && places.count > 1 { print("hub: \(place.name)") }
+            if workloads.contains("bulk") {
+                let bulk = try Self.bulk(count, place)
+                allMet = allMet && (bulk["met"] as! Bool)
+                section["bulk"] = bulk
+                if !json { Self.printBulk(bulk) }
+            }
+            if workloads.contains("catchup") {
+                let catchup = try Self.catchup(catchupCount, batch: catchupBatch, place)
+                allMet = allMet && (catchup["met"] as! Bool)
+                section["catchup"] = catchup
+                if !json { Self.printCatchup(catchup) }
+            }
+            if workloads.contains("latency") {
+                let latency = try Self.latency(saves, place)
+                allMet = allMet && (latency["met"] as! Bool)
+                section["latency"] = latency
+                if !json { Self.printLatency(latency) }
+            }
+            if places.count == 1 { report.merge(section) { $1 } } else { report[place.name] = section }
         }
         report["all_met"] = allMet
         if json {
@@ -107,31 +164,71 @@ struct SyncBenchmark: ParsableCommand {
 
     // MARK: - Setup
 
-    /// A fresh directory with three empty stores that the group has bootstrapped.
+    /// A fresh directory with three empty stores that the group has
+    /// bootstrapped: one engine with the embedded hub, or two (hosts a: s1,
+    /// s2 and b: s3) sharing a PostgreSQL hub.
     final class Bench {
         let directory: URL
-        let configuration: SyncGroupConfiguration
-        var group: SyncGroup?
+        let place: HubPlace
+        let configurations: [SyncGroupConfiguration]
+        /// The hub's group in PostgreSQL: a new one per workload.
+        let hubGroup = "bench_" + UUID().uuidString.prefix(8).lowercased()
+        var groups: [SyncGroup] = []
 
-        init(_ label: String) throws {
+        init(_ label: String, _ place: HubPlace) throws {
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("storesync-bench-sync-\(label)-\(UUID().uuidString)")
             self.directory = directory
+            self.place = place
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            let stores = (1...3).map { SyncStoreConfiguration(name: "s\($0)", url: directory.appendingPathComponent("s\($0).sqlite"), policy: .storeTrump) }
-            configuration = SyncGroupConfiguration(name: "bench", model: SQLiteBenchmark.model(), stateDirectory: directory.appendingPathComponent("state"),
-                                                   stores: stores)
+            func stores(_ numbers: [Int]) -> [SyncStoreConfiguration] {
+                numbers.map { SyncStoreConfiguration(name: "s\($0)", url: directory.appendingPathComponent("s\($0).sqlite"), policy: .storeTrump) }
+            }
+            func configuration(_ host: String, _ numbers: [Int]) -> SyncGroupConfiguration {
+                SyncGroupConfiguration(name: "bench", model: SQLiteBenchmark.model(), stateDirectory: directory.appendingPathComponent("state-\(host)"),
+                                       stores: stores(numbers))
+            }
+            switch place {
+            case .embedded: configurations = [configuration("a", [1, 2, 3])]
+            case .postgresql: configurations = [configuration("a", [1, 2]), configuration("b", [3])]
+            }
             try open()
-            try group!.runUntilIdle()
+            try runUntilIdle()
         }
 
         func url(_ store: Int) -> URL { directory.appendingPathComponent("s\(store).sqlite") }
 
-        func open() throws { group = try SyncGroup(configuration: configuration) }
+        func open() throws {
+            groups = try zip(["a", "b"], configurations).map { host, configuration in
+                switch place {
+                case .embedded:
+                    return try SyncGroup(configuration: configuration)
+                case .postgresql(let conninfo):
+                    let hub = try PostgreSQLHub(model: configuration.model, conninfo: conninfo, group: hubGroup, host: host)
+                    return try SyncGroup(configuration: configuration, hub: hub)
+                }
+            }
+        }
 
         func close() throws {
-            try group?.close()
-            group = nil
+            for group in groups { try group.close() }
+            groups = []
         }
+
+        /// Every engine's rounds until idle, host a's first.
+        func runUntilIdle() throws { for group in groups { try group.runUntilIdle() } }
+
+        /// The application saved into s1: host a pulls it and pushes to s2,
+        /// then host b hears of the hub's change and pushes to s3.
+        func s1DidChange() throws {
+            try groups[0].storeDidChange("s1")
+            for other in groups.dropFirst() { try other.hubDidChange() }
+        }
+
+        /// One round on every engine.
+        func runRound() throws { for group in groups { try group.runRound() } }
+
+        /// Stores whose last round failed, on every host.
+        var failures: [String] { groups.flatMap { SyncBenchmark.storeFailures($0) } }
 
         /// The application's stack on s1 (its own coordinator and connection).
         func application() throws -> GraphSide {
@@ -154,7 +251,7 @@ struct SyncBenchmark: ParsableCommand {
         var counts = try bench.otherCounts(readers)
         var calls = 0
         while counts.contains(where: { $0 != expected }) && calls < limit {
-            try bench.group!.runUntilIdle()
+            try bench.runUntilIdle()
             calls += 1
             counts = try bench.otherCounts(readers)
         }
@@ -168,8 +265,8 @@ struct SyncBenchmark: ParsableCommand {
 
     // MARK: - Workloads
 
-    static func bulk(_ n: Int) throws -> [String: Any] {
-        let bench = try Bench("bulk")
+    static func bulk(_ n: Int, _ place: HubPlace) throws -> [String: Any] {
+        let bench = try Bench("bulk", place)
         defer { bench.remove() }
         let app = try bench.application()
         try app.insert(n)
@@ -185,14 +282,14 @@ struct SyncBenchmark: ParsableCommand {
         let cpuSeconds = CPUClock.seconds() - cpu
         let peak = Memory.peakMB()
         try SQLiteBenchmark.expect(outcome.counts == [n, n],
-                                   "bulk: s2, s3 hold \(outcome.counts) of \(n) items; \(storeFailures(bench.group!))")
+                                   "bulk: s2, s3 hold \(outcome.counts) of \(n) items; \(bench.failures)")
         let rate = Double(n) / seconds
         return ["objects": n, "seconds": seconds, "objects_per_second": rate, "target_objects_per_second": bulkTarget,
                 "met": rate >= bulkTarget, "peak_rss_mb": peak, "cpu_seconds": cpuSeconds, "description": "\(n) inserts in one save into s1, runUntilIdle until s2 and s3 hold them"]
     }
 
-    static func catchup(_ n: Int, batch: Int) throws -> [String: Any] {
-        let bench = try Bench("catchup")
+    static func catchup(_ n: Int, batch: Int, _ place: HubPlace) throws -> [String: Any] {
+        let bench = try Bench("catchup", place)
         defer { bench.remove() }
         try bench.close()   // the engine is not running while the changes are made
         var saves = 0
@@ -225,7 +322,7 @@ struct SyncBenchmark: ParsableCommand {
         let cpuSeconds = CPUClock.seconds() - cpu
         let peak = Memory.peakMB()
         try SQLiteBenchmark.expect(outcome.counts == [n, n],
-                                   "catch-up: s2, s3 hold \(outcome.counts) of \(n) items; \(storeFailures(bench.group!))")
+                                   "catch-up: s2, s3 hold \(outcome.counts) of \(n) items; \(bench.failures)")
         let measuredFull = n >= catchupTargetCount
         let forTarget = measuredFull ? seconds : seconds * Double(catchupTargetCount) / Double(n)
         let timeMet = forTarget < catchupTarget
@@ -247,32 +344,30 @@ struct SyncBenchmark: ParsableCommand {
         return out
     }
 
-    static func latency(_ saves: Int) throws -> [String: Any] {
-        let bench = try Bench("latency")
+    static func latency(_ saves: Int, _ place: HubPlace) throws -> [String: Any] {
+        let bench = try Bench("latency", place)
         defer { bench.remove() }
         let app = try bench.application()
         let readers = try bench.readers()
         defer { readers.forEach { $0.close() } }
-        let group = bench.group!
-
         var latencies: [Double] = []
         var extraRounds = 0
         let cpu = CPUClock.seconds()
         for save in 1...saves {
             try app.insert(latencyBatch)
             let committed = DispatchTime.now().uptimeNanoseconds
-            try group.storeDidChange("s1")
+            try bench.s1DidChange()
             let expected = save * latencyBatch
             var counts = try bench.otherCounts(readers)
             var rounds = 0
             while counts.contains(where: { $0 != expected }) && rounds < 5 {
-                try group.runRound()
+                try bench.runRound()
                 rounds += 1
                 counts = try bench.otherCounts(readers)
             }
             let arrived = DispatchTime.now().uptimeNanoseconds
             try SQLiteBenchmark.expect(counts == [expected, expected],
-                                       "latency save \(save): s2, s3 hold \(counts) of \(expected); \(storeFailures(group))")
+                                       "latency save \(save): s2, s3 hold \(counts) of \(expected); \(bench.failures)")
             extraRounds += rounds
             latencies.append(Double(arrived - committed) / 1e9)
             try app.resetContext()
