@@ -187,6 +187,7 @@ let package = Package(
             dependencies: [
                 "ObjectGraph",
                 "StoreSync",
+                "StoreSyncPostgreSQL",
                 "CSQLite",
                 "SyncWorkload",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
