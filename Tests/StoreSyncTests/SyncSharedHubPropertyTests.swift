@@ -130,7 +130,8 @@ import StoreSyncPostgreSQL
                 }
             }
         }
-        print("shared hub seed \(String(seed, radix: 16)): \(hubObjects.count) objects, \(resolved) conflicts resolved")
+        let retries = hosts.reduce(0) { $0 + (($1.group.hub as? PostgreSQLHub)?.connection.serializationRetries ?? 0) }
+        print("shared hub seed \(String(seed, radix: 16)): \(hubObjects.count) objects, \(resolved) conflicts resolved, \(retries) hub transactions retried")
     }
 
     /// One host's move: a whole round, one store's change, or the hub's.

@@ -192,6 +192,10 @@ public final class PostgreSQLConnection {
     ///     return sum + 1
     /// }
     /// ```
+    /// Transactions run again after a serialisation failure or deadlock, since
+    /// the connection was opened (for tests and status: how contended the hub is).
+    public private(set) var serializationRetries = 0
+
     public func transaction<T>(_ isolation: PostgreSQLIsolation = .serializable, attempts: Int = 10,
                                _ body: () throws -> T) throws -> T {
         if isInTransaction { return try body() }
@@ -214,6 +218,7 @@ public final class PostgreSQLConnection {
                 rollbackQuietly()
                 guard let failure = PostgreSQLError.underlying(error), failure.isSerializationFailure,
                       attempt < attempts else { throw error }
+                serializationRetries += 1
                 Self.backOff(attempt)
             }
         }
