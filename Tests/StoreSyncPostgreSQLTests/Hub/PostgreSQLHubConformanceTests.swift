@@ -139,13 +139,25 @@ struct PostgreSQLHubConformanceTests {
         deletes.deletes = [item3, folder1, item1]
         try pair.commit(deletes, "deletes")
 
-        // A destination the hub does not have; a member added by change.
+        // A destination the hub does not have; a member added by change; a
+        // subentity's object; an insert of an object the hub has (an update).
         var missing = HubBatch(origin: "s2")
-        let item4 = UUID(), nowhere = UUID()
-        missing.inserts = [(item4, ObjectState(entityName: "Item", values: PostgreSQLHubFixtures.itemAttributes(4).merging([
-            "folder": .toOne(nowhere), "tags": .memberChange(added: [tag2, nowhere], removed: [], positions: [:]),
-        ]) { $1 }))]
+        let item4 = UUID(), nowhere = UUID(), special = UUID()
+        missing.inserts = [
+            (item4, ObjectState(entityName: "Item", values: PostgreSQLHubFixtures.itemAttributes(4).merging([
+                "folder": .toOne(nowhere), "tags": .memberChange(added: [tag2, nowhere], removed: [], positions: [:]),
+            ]) { $1 })),
+            (special, ObjectState(entityName: "Special", values: ["extra": .attribute("sub"), "i32": .attribute(Int32(1)), "folder": .toOne(folder2),
+                                                                  "tags": .members([tag1])])),
+            (folder2, ObjectState(entityName: "Folder", values: ["name": .attribute("two again")])),
+        ]
         try pair.commit(missing, "missing destination")
+        var subentity = HubBatch(origin: "s1")
+        subentity.updates = [(special, ["extra": .attribute("changed"), "queuedIn": .toOne(folder2)]), (tag1, ["name": .attribute("t1'")])]
+        try pair.commit(subentity, "subentity update")
+        var subentityDelete = HubBatch(origin: "s1")
+        subentityDelete.deletes = [special]
+        try pair.commit(subentityDelete, "subentity delete")
 
         // Bookkeeping alone; then nothing at all.
         var cursorOnly = HubBatch(origin: nil)
