@@ -529,7 +529,10 @@ final class PostgreSQLHubWorkspace {
                 var changed: [String: String?] = [:]
                 var rowChanged = false
                 for column in table.columns {
-                    if Self.same(old.values[column.name], new.values[column.name]) { continue }
+                    // Equal values (dictionaries by content, as the embedded hub's
+                    // `sameAttribute` compares them) are no change.
+                    if Self.same(old.values[column.name], new.values[column.name])
+                        || Self.canonical(old.values[column.name]) == Self.canonical(new.values[column.name]) { continue }
                     let was = try text(old.values[column.name], column, old.entity)
                     let now = try text(new.values[column.name], column, new.entity)
                     guard was != now else { continue }
@@ -620,6 +623,20 @@ final class PostgreSQLHubWorkspace {
         case let (x as Date, y as Date): return x.timeIntervalSinceReferenceDate.bitPattern == y.timeIntervalSinceReferenceDate.bitPattern
         case let (x as Data, y as Data): return x == y
         default: return false
+        }
+    }
+
+    /// A value as text that does not depend on a dictionary's order (the
+    /// engine's `ObjectState.canonical`, which StoreSync keeps internal).
+    static func canonical(_ value: Any?) -> String {
+        switch value {
+        case nil: return "nil"
+        case let dictionary as [AnyHashable: Any]:
+            return "{" + dictionary.map { "\($0.key)=\(canonical($0.value))" }.sorted().joined(separator: ",") + "}"
+        case let dictionary as [String: Any]:
+            return "{" + dictionary.map { "\($0.key)=\(canonical($0.value))" }.sorted().joined(separator: ",") + "}"
+        case let array as [Any]: return "[" + array.map(canonical).joined(separator: ",") + "]"
+        case let value?: return "\(type(of: value)):\(value)"
         }
     }
 

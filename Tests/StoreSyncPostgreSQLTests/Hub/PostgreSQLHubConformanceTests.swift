@@ -153,10 +153,15 @@ struct PostgreSQLHubConformanceTests {
         ]
         try pair.commit(missing, "missing destination")
         var subentity = HubBatch(origin: "s1")
-        subentity.updates = [(special, ["extra": .attribute("changed"), "queuedIn": .toOne(folder2)]), (tag1, ["name": .attribute("t1'")])]
+        subentity.updates = [(special, ["extra": .attribute("changed"), "queuedIn": .toOne(folder2)]), (tag1, ["name": .attribute("t1'")]),
+                             (item2, ["plist": .attribute(["a": "1", "b": "2", "c": "3"])])]
         try pair.commit(subentity, "subentity update")
         var subentityDelete = HubBatch(origin: "s1")
         subentityDelete.deletes = [special]
+        // The same dictionary built in another order is no change.
+        var same: [String: String] = [:]
+        for key in ["c", "b", "a"] { same[key] = ["a": "1", "b": "2", "c": "3"][key] }
+        subentityDelete.updates = [(item2, ["plist": .attribute(same)])]
         try pair.commit(subentityDelete, "subentity delete")
 
         // Bookkeeping alone; then nothing at all.
