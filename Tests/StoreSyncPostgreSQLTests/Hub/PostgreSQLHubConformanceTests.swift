@@ -205,4 +205,34 @@ struct PostgreSQLHubConformanceTests {
         #expect(rest.count == 1)
         #expect(try pair.embedded.changes(after: first.embedded.1).map(PostgreSQLHubFixtures.describe) == rest)
     }
+
+    /// A delete the model's deny rule forbids fails on both hubs and writes
+    /// nothing; once the destination is gone it goes through.
+    @Test func aDeniedDeleteFailsOnBothHubs() throws {
+        let owner = EntityDescription(name: "Owner"), part = EntityDescription(name: "Part")
+        let parts = RelationshipDescription(name: "parts", destination: part, toMany: true)
+        parts.deleteRule = .deny
+        let partOwner = RelationshipDescription(name: "owner", destination: owner, toMany: false)
+        parts.inverseRelationship = partOwner
+        partOwner.inverseRelationship = parts
+        owner.properties = [AttributeDescription(name: "name", type: .string), parts]
+        part.properties = [AttributeDescription(name: "name", type: .string), partOwner]
+        let model = ManagedObjectModel()
+        model.entities = [owner, part]
+        let pair = try Pair(model: model)
+        let o = UUID(), p = UUID()
+        var insert = HubBatch(origin: "s1")
+        insert.inserts = [(o, ObjectState(entityName: "Owner", values: ["name": .attribute("o")])),
+                          (p, ObjectState(entityName: "Part", values: ["name": .attribute("p"), "owner": .toOne(o)]))]
+        try pair.commit(insert, "insert")
+        var denied = HubBatch(origin: "s1")
+        denied.deletes = [o]
+        #expect(throws: (any Error).self) { try pair.embedded.commit(denied) }
+        #expect { try pair.postgres.commit(denied) } throws: { ($0 as? CoreDataError)?.code == .validationRelationshipDeniedDelete }
+        try pair.compare("denied", since: (pair.positions[0].embedded.1, pair.positions[0].postgres.1))
+        var both = HubBatch(origin: "s1")
+        both.deletes = [p, o]
+        try pair.commit(both, "part, then owner")
+        #expect(try pair.postgres.allObjects().isEmpty)
+    }
 }
