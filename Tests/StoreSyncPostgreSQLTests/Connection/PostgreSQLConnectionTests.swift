@@ -364,7 +364,82 @@ import Testing
         #expect(try connection.execute("SELECT 1").int64(0, 0) == 1)
     }
 
+    /// The whole server stopped (not just one backend), as in issue 19's "server
+    /// stopped for a while": statements and `reconnect()` fail as connection
+    /// failures naming the server, and `reconnect()` works once it is back. A
+    /// cluster of the test's own (scripts/postgres, a few seconds), not the
+    /// shared one, which other tests use meanwhile.
+    @Test(.enabled(if: TestPostgreSQL.isAvailable))
+    func reconnectFailsWhileTheServerIsDownAndWorksWhenItIsBack() throws {
+        _ = try TestPostgreSQL.requireConninfo()
+        let directory = try #require(mkdtemp(strdup("/tmp/storesync-pg-test.XXXXXX")).map { String(cString: $0) })
+        let port = try Self.unusedPort()
+        defer {
+            _ = try? Self.postgresScript(["stop", "--dir", directory])
+            try? FileManager.default.removeItem(atPath: directory)
+        }
+        let printed = try Self.postgresScript(["start", "--dir", directory, "--port", "\(port)"])
+        let conninfo = "host=\(directory) port=\(port) user=postgres dbname=postgres"
+        #expect(printed == "export STORESYNC_TEST_POSTGRESQL='\(conninfo)'\n")
+        let connection = try PostgreSQLConnection(conninfo)
+        #expect(connection.serverDescription == "\(directory):\(port)/postgres")
+        #expect(try connection.execute("SELECT 1").int64(0, 0) == 1)
+
+        _ = try Self.postgresScript(["stop", "--dir", directory])
+        let lost = try #require(throws: PostgreSQLError.self) { try connection.execute("SELECT 1") }
+        #expect(lost.isConnectionFailure, "\(lost)")
+        let down = try #require(throws: PostgreSQLError.self) { try connection.reconnect() }
+        #expect(down.isConnectionFailure && !connection.isConnected)
+        #expect(down.description.hasPrefix("PostgreSQL connection error at \(directory):\(port)/postgres: "), "\(down)")
+        #expect(down.description.contains("\(port)"))
+
+        _ = try Self.postgresScript(["start", "--dir", directory, "--port", "\(port)"])
+        try connection.reconnect()
+        #expect(try connection.execute("SELECT 2").int64(0, 0) == 2)
+    }
+
     // MARK: - Helpers
+
+    struct ScriptFailed: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// Runs scripts/postgres with `arguments`; its stdout. Throws with its output when it fails.
+    /// posix_spawn and waitpid rather than Foundation's Process, whose waitUntilExit
+    /// was seen never to return under Swift Testing here (the child left a zombie).
+    static func postgresScript(_ arguments: [String]) throws -> String {
+        var root = URL(fileURLWithPath: #filePath)
+        while !FileManager.default.fileExists(atPath: root.appendingPathComponent("Package.swift").path) {
+            root = root.deletingLastPathComponent()
+            guard root.path != "/" else { throw ScriptFailed(description: "Package.swift not found above \(#filePath)") }
+        }
+        let script = root.appendingPathComponent("scripts/postgres").path
+        let outputPath = NSTemporaryDirectory() + "storesync-pg-script-\(UUID().uuidString)"
+        defer {
+            try? FileManager.default.removeItem(atPath: outputPath + ".out")
+            try? FileManager.default.removeItem(atPath: outputPath + ".err")
+        }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, outputPath + ".out", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_addopen(&actions, 2, outputPath + ".err", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        let argv: [UnsafeMutablePointer<CChar>?] = ([script] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, script, &actions, nil, argv, environ)
+        guard spawned == 0 else { throw ScriptFailed(description: "cannot run \(script): \(String(cString: strerror(spawned)))") }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        let printed = (try? String(contentsOfFile: outputPath + ".out", encoding: .utf8)) ?? ""
+        // WIFEXITED && WEXITSTATUS == 0, spelled out (the macros are not imported).
+        guard status & 0x7f == 0, (status >> 8) & 0xff == 0 else {
+            let errors = (try? String(contentsOfFile: outputPath + ".err", encoding: .utf8)) ?? ""
+            throw ScriptFailed(description: "scripts/postgres \(arguments.joined(separator: " ")) failed (wait status \(status)): \(errors)")
+        }
+        return printed
+    }
 
     /// What the two sides of the write skew saw; filled from their threads.
     final class SkewRuns: @unchecked Sendable {
