@@ -31,6 +31,7 @@ struct PostgreSQLHubTests {
         #expect(types["i16"] == "smallint" && types["i32"] == "integer" && types["i64"] == "bigint" && types["dec"] == "numeric")
         #expect(types["str"] == "text" && types["flag"] == "boolean" && types["blob"] == "bytea" && types["uid"] == "uuid")
         #expect(types["folder"] == "uuid" && types["_order_queuedIn"] == "integer" && types["_gid"] == "uuid")
+        #expect(types["extra"] == "text", "a subentity's attribute is a column of its root's table")
         var batch = HubBatch(origin: "s1")
         let gid = UUID()
         batch.inserts = [(gid, ObjectState(entityName: "Tag", values: ["name": .attribute("kept")]))]

@@ -10,6 +10,7 @@ enum PostgreSQLHubFixtures {
     ///   `folder` (to-one, inverse of the unordered `Folder.items`), `queuedIn` (to-one, inverse of
     ///   the ordered `Folder.queue`), `tags` (many-to-many with `Tag.items`),
     ///   `detail` (one-to-one with `Detail.item`, cascading).
+    /// - `Special`: a subentity of `Item` with an attribute of its own (same table).
     /// - `Folder`, `Tag`, `Detail`: a name and their sides of those relationships.
     static func model() -> ManagedObjectModel {
         let folder = EntityDescription(name: "Folder")
@@ -44,8 +45,11 @@ enum PostgreSQLHubFixtures {
         folder.properties = [AttributeDescription(name: "name", type: .string), items, queue]
         tag.properties = [AttributeDescription(name: "name", type: .string), tagItems]
         detail.properties = [AttributeDescription(name: "note", type: .string), detailItem]
+        let special = EntityDescription(name: "Special")
+        special.properties = [AttributeDescription(name: "extra", type: .string)]
+        item.subentities = [special]
         let model = ManagedObjectModel()
-        model.entities = [detail, folder, item, tag]
+        model.entities = [detail, folder, item, special, tag]
         return model
     }
 
