@@ -22,13 +22,20 @@ struct SyncRandom: RandomNumberGenerator {
 /// writers stop and every conflict is resolved, every store and the hub hold
 /// the same objects with the same values and relationships, compared by
 /// global identifier. Seeds: `STORESYNC_SEEDS` (count, default 200) from
-/// `STORESYNC_SEED_BASE`; `scripts/sync-property N` runs any number.
+/// `STORESYNC_SEED_BASE`; `scripts/sync-property N` runs any number. The
+/// same runs over a PostgreSQL hub (`HubKind`) take the first
+/// `STORESYNC_POSTGRESQL_SEEDS` (default 20) of those seeds.
 @Suite struct SyncConvergencePropertyTests {
     static let seeds: [UInt64] = {
         let environment = ProcessInfo.processInfo.environment
         let count = environment["STORESYNC_SEEDS"].flatMap(Int.init) ?? 200
         let base = environment["STORESYNC_SEED_BASE"].flatMap { UInt64($0, radix: 16) } ?? 0xC0_0000
         return (0..<UInt64(count)).map { base + $0 }
+    }()
+
+    static let postgreSQLSeeds: [UInt64] = {
+        let count = ProcessInfo.processInfo.environment["STORESYNC_POSTGRESQL_SEEDS"].flatMap(Int.init) ?? 20
+        return Array(seeds.prefix(count))
     }()
 
     /// One batch of random edits by an application, saved; a save that
@@ -87,15 +94,15 @@ struct SyncRandom: RandomNumberGenerator {
         }
     }
 
-    static func run(seed: UInt64, childWriter: Bool) async throws {
+    static func run(seed: UInt64, childWriter: Bool, hub kind: HubKind = .embedded) async throws {
         var rng = SyncRandom(seed: seed)
         let directory = try SyncFixtures.directory()
         let count = Int.random(in: 3...5, using: &rng)
         let policies = (0..<count).map { _ in SyncPolicy.allCases[Int.random(in: 0..<SyncPolicy.allCases.count, using: &rng)] }
-        let group = try SyncFixtures.group(policies, in: directory)
+        let group = try SyncFixtures.group(policies, hub: kind, in: directory)
         let urls = (1...count).map { directory.appendingPathComponent("s\($0).sqlite") }
         let apps = try urls.map { try SyncFixtures.app($0) }
-        let context = "seed \(String(seed, radix: 16)), policies \(policies.map(\.rawValue))"
+        let context = "seed \(String(seed, radix: 16)), \(kind.rawValue) hub, policies \(policies.map(\.rawValue))"
 
         for step in 0..<Int.random(in: 8...16, using: &rng) {
             for (i, app) in apps.enumerated() where Int.random(in: 0..<3, using: &rng) > 0 || i == step % count {
@@ -129,6 +136,15 @@ struct SyncRandom: RandomNumberGenerator {
         try group.runUntilIdle()
         #expect(try group.conflicts().isEmpty, "\(context)")
         for status in try group.status() { #expect(status.lastError == nil, "\(context): \(status.name): \(status.lastError ?? "")") }
+        guard kind == .embedded else {
+            // The verifier reads the embedded hub's file; any other hub is compared through SyncHub.
+            let compared = try SyncFixtures.differences(hub: group.hub, stores: urls)
+            try group.close()
+            #expect(compared.hubObjects > 0, "\(context): nothing was written")
+            print("sync seed \(String(seed, radix: 16)) (\(kind.rawValue)): \(compared.hubObjects) objects, \(resolved) conflicts resolved")
+            for difference in compared.differences { Issue.record("\(context): \(difference)") }
+            return
+        }
         try group.close()
 
         // Every store holds the hub's objects, values and relationships (by
@@ -142,5 +158,10 @@ struct SyncRandom: RandomNumberGenerator {
     @Test(arguments: seeds)
     func storesConvergeAfterWritersStop(seed: UInt64) async throws {
         try await Self.run(seed: seed, childWriter: seed % 20 == 0)
+    }
+
+    @Test(.enabled(if: HubKind.available.contains(.postgreSQL)), arguments: postgreSQLSeeds)
+    func storesConvergeOverAPostgreSQLHub(seed: UInt64) async throws {
+        try await Self.run(seed: seed, childWriter: seed % 20 == 0, hub: .postgreSQL)
     }
 }

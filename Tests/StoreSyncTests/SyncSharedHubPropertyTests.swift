@@ -114,24 +114,12 @@ import StoreSyncPostgreSQL
         }
 
         // Every store, on both hosts, holds exactly the hub's objects.
-        let hub = hosts[0].group.hub
-        var hubObjects: [UUID: [String: String]] = [:]
-        for gid in try hub.allObjects() { hubObjects[gid] = try SyncFixtures.hubContents(hub, gid) }
-        #expect(!hubObjects.isEmpty, "\(context): nothing was written")
-        for host in hosts {
-            try host.group.close()
-            for url in host.urls {
-                let store = try SyncFixtures.contents(url)
-                for (gid, fields) in hubObjects where store[gid] != fields {
-                    Issue.record("\(context): \(url.lastPathComponent) \(gid): \(store[gid].map { "\($0)" } ?? "missing"), hub \(fields)")
-                }
-                for gid in store.keys where hubObjects[gid] == nil {
-                    Issue.record("\(context): \(url.lastPathComponent) has \(gid), the hub has not")
-                }
-            }
-        }
+        let compared = try SyncFixtures.differences(hub: hosts[0].group.hub, stores: hosts.flatMap(\.urls))
+        #expect(compared.hubObjects > 0, "\(context): nothing was written")
+        for difference in compared.differences { Issue.record("\(context): \(difference)") }
         let retries = hosts.reduce(0) { $0 + (($1.group.hub as? PostgreSQLHub)?.connection.serializationRetries ?? 0) }
-        print("shared hub seed \(String(seed, radix: 16)): \(hubObjects.count) objects, \(resolved) conflicts resolved, \(retries) hub transactions retried")
+        for host in hosts { try host.group.close() }
+        print("shared hub seed \(String(seed, radix: 16)): \(compared.hubObjects) objects, \(resolved) conflicts resolved, \(retries) hub transactions retried")
     }
 
     /// One host's move: a whole round, one store's change, or the hub's.

@@ -43,6 +43,23 @@ enum SyncFixtures {
                              hub: try kind.makeHub(model: model, directory: state))
     }
 
+    /// How the stores differ from the hub, object by object (empty: they
+    /// hold exactly its objects, values and relationships), read through
+    /// `SyncHub`, so for any kind of hub; and how many objects the hub has.
+    static func differences(hub: SyncHub, stores: [URL], model: ManagedObjectModel = model()) throws -> (hubObjects: Int, differences: [String]) {
+        var hubObjects: [UUID: [String: String]] = [:]
+        for gid in try hub.allObjects() { hubObjects[gid] = try hubContents(hub, gid) }
+        var out: [String] = []
+        for url in stores {
+            let store = try contents(url, model: model)
+            for (gid, fields) in hubObjects where store[gid] != fields {
+                out.append("\(url.lastPathComponent) \(gid): \(store[gid].map { "\($0)" } ?? "missing"), hub \(fields)")
+            }
+            for gid in store.keys where hubObjects[gid] == nil { out.append("\(url.lastPathComponent) has \(gid), the hub has not") }
+        }
+        return (hubObjects.count, out)
+    }
+
     /// An object as the hub holds it, as comparable text (nil: the hub does not have it).
     static func hubContents(_ hub: SyncHub, _ object: UUID) throws -> [String: String]? {
         guard let state = try hub.state(of: object) else { return nil }
