@@ -25,6 +25,27 @@ public struct SyncConflict: Sendable, Equatable {
     public var incoming: [String: String]
     public var hub: [String: String]
     public var created: Date
+
+    /// Public, so a hub in another module can hand back the conflicts it stores.
+    ///
+    /// ```swift
+    /// SyncConflict(id: 1, store: "s2", globalIdentifier: gid, entityName: "Record", kind: .update, basePosition: 3,
+    ///              hubPosition: 5, base: ["a": "Int32:1"], incoming: ["a": "Int32:3"], hub: ["a": "Int32:2"], created: Date())
+    /// ```
+    public init(id: Int64, store: String, globalIdentifier: UUID, entityName: String, kind: Kind, basePosition: Int64, hubPosition: Int64,
+                base: [String: String], incoming: [String: String], hub: [String: String], created: Date) {
+        self.id = id
+        self.store = store
+        self.globalIdentifier = globalIdentifier
+        self.entityName = entityName
+        self.kind = kind
+        self.basePosition = basePosition
+        self.hubPosition = hubPosition
+        self.base = base
+        self.incoming = incoming
+        self.hub = hub
+        self.created = created
+    }
 }
 
 /// Which side a resolution takes.

@@ -34,6 +34,23 @@ public struct HubChange: @unchecked Sendable {
     public var isDelete: Bool
     /// Attributes and to-ones changed, with their values before.
     public var changedProperties: [String: Any?]
+
+    /// Public, so a hub in another module can hand back its history.
+    ///
+    /// ```swift
+    /// HubChange(position: 7, origin: "s1", globalIdentifier: gid, entityName: "Record",
+    ///           isInsert: false, isDelete: false, changedProperties: ["a": Int32(1)])
+    /// ```
+    public init(position: Int64, origin: String?, globalIdentifier: UUID, entityName: String, isInsert: Bool, isDelete: Bool,
+                changedProperties: [String: Any?]) {
+        self.position = position
+        self.origin = origin
+        self.globalIdentifier = globalIdentifier
+        self.entityName = entityName
+        self.isInsert = isInsert
+        self.isDelete = isDelete
+        self.changedProperties = changedProperties
+    }
 }
 
 /// Everything one hub transaction writes: objects, the cursor that says

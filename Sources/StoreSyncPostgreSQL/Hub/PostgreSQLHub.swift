@@ -297,7 +297,7 @@ public final class PostgreSQLHub: SyncHub {
             }
         }
         let origin = rows.string(i, 6).map { store in rows.string(i, 5) == host ? store : "\(rows.string(i, 5) ?? "?")/\(store)" }
-        return HubChange(at: position, origin: origin, globalIdentifier: gid, entityName: entityName,
+        return HubChange(position: position, origin: origin, globalIdentifier: gid, entityName: entityName,
                          isInsert: kind == "i", isDelete: kind == "d", changedProperties: changed)
     }
 
@@ -328,7 +328,7 @@ public final class PostgreSQLHub: SyncHub {
             try JSONSerialization.jsonObject(with: Data((result.string(row, column) ?? "{}").utf8)) as? [String: String] ?? [:]
         }
         return try (0..<result.rowCount).map { i in
-            SyncConflict(number: result.int64(i, 0) ?? 0, store: result.string(i, 1) ?? "", globalIdentifier: result.uuid(i, 2) ?? UUID(),
+            SyncConflict(id: result.int64(i, 0) ?? 0, store: result.string(i, 1) ?? "", globalIdentifier: result.uuid(i, 2) ?? UUID(),
                          entityName: result.string(i, 3) ?? "", kind: SyncConflict.Kind(rawValue: result.string(i, 4) ?? "") ?? .update,
                          basePosition: result.int64(i, 5) ?? 0, hubPosition: result.int64(i, 6) ?? 0,
                          base: try values(i, 7), incoming: try values(i, 8), hub: try values(i, 9),

@@ -114,7 +114,7 @@ struct PostgreSQLHubConformanceTests {
             (item2, ["flt": .attribute(Float.infinity), "i16": .attribute(Int16.min)]),
         ]
         update.pendingAdded = [("s2", item1), ("s2", item2)]
-        update.newConflicts = [SyncConflict(number: 0, store: "s2", globalIdentifier: item2, entityName: "Item", kind: .update, basePosition: 3,
+        update.newConflicts = [SyncConflict(id: 0, store: "s2", globalIdentifier: item2, entityName: "Item", kind: .update, basePosition: 3,
                                             hubPosition: 4, base: ["a": "Int32:1"], incoming: ["a": "Int32:3"], hub: ["a": "Int32:2"],
                                             created: Date(timeIntervalSinceReferenceDate: 812_345_678.987_654_321))]
         update.cursor = SyncCursor(store: "s2", pulledThrough: 7, base: 2, pushedThrough: 2, needsFullPush: false)

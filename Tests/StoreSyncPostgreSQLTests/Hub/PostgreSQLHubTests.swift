@@ -97,13 +97,13 @@ struct PostgreSQLHubTests {
         fromOne.inserts = [(a, ObjectState(entityName: "Tag", values: ["name": .attribute("a")]))]
         fromOne.cursor = SyncCursor(store: "s1", pulledThrough: 4, base: 1, pushedThrough: 1, needsFullPush: false)
         fromOne.pendingAdded = [("s1", a)]
-        fromOne.newConflicts = [SyncConflict(number: 0, store: "s1", globalIdentifier: a, entityName: "Tag", kind: .update, basePosition: 0,
+        fromOne.newConflicts = [SyncConflict(id: 0, store: "s1", globalIdentifier: a, entityName: "Tag", kind: .update, basePosition: 0,
                                              hubPosition: 0, base: [:], incoming: [:], hub: [:], created: Date())]
         let p1 = try one.commit(fromOne)
         var fromTwo = HubBatch(origin: "s1")
         fromTwo.inserts = [(b, ObjectState(entityName: "Tag", values: ["name": .attribute("b")]))]
         fromTwo.cursor = SyncCursor(store: "s1", pulledThrough: 9, base: 2, pushedThrough: 2, needsFullPush: true)
-        fromTwo.newConflicts = [SyncConflict(number: 0, store: "s1", globalIdentifier: b, entityName: "Tag", kind: .update, basePosition: 0,
+        fromTwo.newConflicts = [SyncConflict(id: 0, store: "s1", globalIdentifier: b, entityName: "Tag", kind: .update, basePosition: 0,
                                              hubPosition: 0, base: [:], incoming: [:], hub: [:], created: Date())]
         let p2 = try two.commit(fromTwo)
         #expect(p2 == p1 + 1)
