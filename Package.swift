@@ -12,6 +12,7 @@ let package = Package(
     products: [
         .library(name: "ObjectGraph", targets: ["ObjectGraph"]),
         .library(name: "StoreSync", targets: ["StoreSync"]),
+        .library(name: "StoreSyncPostgreSQL", targets: ["StoreSyncPostgreSQL"]),
         .executable(name: "storesyncctl", targets: ["storesyncctl"]),
         .executable(name: "storesync-bench", targets: ["storesync-bench"]),
         .executable(name: "storesyncd", targets: ["storesyncd"]),
@@ -45,6 +46,15 @@ let package = Package(
             pkgConfig: "libuv",
             providers: [.apt(["libuv1-dev"])]
         ),
+        // libpq through its C API, not postgres-nio: the engine is synchronous
+        // and must bring no event loop of its own; the daemon's libuv loop
+        // watches PQsocket for LISTEN/NOTIFY (docs/POSTGRESQL.md).
+        .systemLibrary(
+            name: "CLibPQ",
+            path: "Sources/CLibPQ",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
+        ),
         .target(
             name: "ObjectGraph",
             dependencies: [
@@ -61,9 +71,25 @@ let package = Package(
             dependencies: ["ObjectGraph"],
             swiftSettings: swift5
         ),
+        // A sync group's hub in PostgreSQL, shared by daemons on several
+        // hosts. A module of its own so that StoreSync stays free of sockets:
+        // only the daemon (and tests) link it.
+        .target(
+            name: "StoreSyncPostgreSQL",
+            dependencies: ["StoreSync", "ObjectGraph", "CLibPQ"],
+            swiftSettings: swift5
+        ),
         .testTarget(
             name: "StoreSyncTests",
-            dependencies: ["StoreSync", "ObjectGraph", "CSQLite", "SyncWorkload", "storesync-writer"],
+            // StoreSyncPostgreSQL: the engine's tests run over both hubs.
+            dependencies: ["StoreSync", "StoreSyncPostgreSQL", "ObjectGraph", "CSQLite", "SyncWorkload", "storesync-writer"],
+            swiftSettings: swift5
+        ),
+        // Needs a PostgreSQL server: STORESYNC_TEST_POSTGRESQL (printed by
+        // `scripts/postgres start`); skipped when unset.
+        .testTarget(
+            name: "StoreSyncPostgreSQLTests",
+            dependencies: ["StoreSyncPostgreSQL", "StoreSync", "ObjectGraph", "CLibPQ"],
             swiftSettings: swift5
         ),
         // Writer processes for tests, scripts and benchmarks: saves through
