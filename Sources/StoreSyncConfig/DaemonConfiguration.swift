@@ -564,6 +564,10 @@ private struct Reader {
         guard parts.scheme != nil else {
             throw fail(prefix + "hub", "group '\(group)': expected a PostgreSQL URI (postgresql://user@host:port/database, or postgres://…); leave hub out for the embedded hub")
         }
+        // The group's schema is "storesync_<group>": an identifier of at most 63 bytes.
+        guard group.count <= 53, !group.contains(".") else {
+            throw fail(prefix + "name", "group '\(group)' has a PostgreSQL hub, whose schema it names: use 1 to 53 letters, digits, '_' or '-' (no '.')")
+        }
         if parts.hasPassword || parts.query.keys.contains("password") {
             throw fail(prefix + "hub", "group '\(group)': the URI contains a password (\(parts.hasPassword ? "user:password@" : "a password= parameter"); not shown); "
                        + "never put it in the configuration: use hub_password_file, or libpq's PGPASSWORD or PGPASSFILE (~/.pgpass)")

@@ -247,6 +247,7 @@ final class ConfigurationTests: XCTestCase {
         try assertInvalid(Self.group, Self.group + "\nhub = \"mysql://db.example/notes\"", key: "group[1].hub", reason: "expected a PostgreSQL URI")
         try assertInvalid(Self.group, Self.group + "\nhub = \"host=db.example dbname=notes\"", key: "group[1].hub", reason: "expected a PostgreSQL URI")
         try assertInvalid(Self.group, Self.group + "\nhub = 5", key: "group[1].hub", reason: "expected a string")
+        try assertInvalid(Self.group, "name = \"items.v2\"\nhub = \"postgresql://db.example/notes\"", key: "group[1].name", reason: "whose schema it names")
         try assertInvalid(Self.group, Self.group + "\nhub_poll_interval = \"10s\"", key: "group[1].hub_poll_interval",
                           reason: "applies only to a PostgreSQL hub")
         try assertInvalid(Self.group, Self.group + "\nhub_password_file = \"pw\"", key: "group[1].hub_password_file",
