@@ -177,11 +177,39 @@ public final class SyncGroup {
         try commitPushBookkeeping()
     }
 
+    /// The daemon's entry point when another process changed the hub (a
+    /// notification from a hub in a database server that several hosts
+    /// share): push the hub's changes to every store. A store failing its
+    /// pull stays failed until a pull works.
+    ///
+    /// ```swift
+    /// for _ in hubConnection.notifications() { try group.hubDidChange() }
+    /// ```
+    public func hubDidChange() throws {
+        pushAll(keepingFailureOf: Set(members.filter(\.failed).map(\.name)))
+        try commitPushBookkeeping()
+    }
+
     /// Pushes to every store not paused (stores at the same position
     /// together, see `executePushes`); the round's hub bookkeeping is left
     /// for `commitPushBookkeeping`.
     @discardableResult
     private func pushAll(keepingFailureOf pullFailed: Set<String>) -> Bool {
+        do {
+            // What a push records as received and the states it writes must
+            // agree: on a shared hub, another host may commit meanwhile.
+            return try hub.snapshot { pushAllNow(keepingFailureOf: pullFailed) }
+        } catch {
+            // The snapshot could not be opened or closed (the hub is unreachable).
+            for member in members where !member.paused {
+                member.lastError = "\(error)"
+                member.failed = true
+            }
+            return false
+        }
+    }
+
+    private func pushAllNow(keepingFailureOf pullFailed: Set<String>) -> Bool {
         var runs: [PushRun] = []
         for member in members where !member.paused {
             _ = attempt(member, clearsFailure: !pullFailed.contains(member.name)) {
@@ -249,16 +277,20 @@ public final class SyncGroup {
         var marks: [(storePosition: Int64, hubPosition: Int64)]?
         var held: Set<UUID>?
         // The hub's changes since the store's base that did not come from it,
-        // by object: read once per pull (the hub only changes by this pull
-        // meanwhile, and those changes are the store's own).
+        // by object, and the hub position it is read through: read once per
+        // pull, then only what other stores' pulls (another host's, on a
+        // shared hub) committed since, at the start of each chunk.
         var hubLog: [UUID: [HubChange]]?
+        var logThrough: Int64 = 0
         defer { member.context.performAndWait { member.access.reset() } }
-        while true {
+        /// One chunk: false when the store's history has nothing after the cursor.
+        func pullChunk() throws -> Bool {
             let scan = PersistentHistoryChangeRequest.fetchHistory(after: member.token(cursor.pulledThrough))
             scan.resultType = .transactionsOnly
             scan.changeLimit = chunkChanges
             let transactions = try member.coordinator.execute(scan).transactions
-            guard !transactions.isEmpty else { break }
+            guard !transactions.isEmpty else { return false }
+            var logRefreshed = false
             if marks == nil { marks = try pushMarks(member) }
             if held == nil { held = Set(try hub.conflicts(store: member.name, includingResolved: false).map(\.globalIdentifier)) }
             // The application transactions of the chunk, read whole (the engine's
@@ -326,9 +358,9 @@ public final class SyncGroup {
                     // batch, exactly as if it had been committed alone.
                     if gids.contains(where: touched.contains) { try commit() }
                     let base = covered.base
-                    if hubLog == nil {
-                        var log: [UUID: [HubChange]] = [:]
-                        var from = base
+                    if !logRefreshed {
+                        var log = hubLog ?? [:]
+                        var from = hubLog == nil ? base : logThrough
                         while true {
                             let page = try hub.changes(after: from, excludingOrigin: member.name, changeLimit: chunkChanges)
                             for change in page.changes { log[change.globalIdentifier, default: []].append(change) }
@@ -336,6 +368,8 @@ public final class SyncGroup {
                             from = page.through
                         }
                         hubLog = log
+                        logThrough = from
+                        logRefreshed = true
                     }
                     let states = try hub.states(of: gids)
                     for change in changes {
@@ -349,6 +383,23 @@ public final class SyncGroup {
                 covered.pulledThrough = transaction.token.position
             }
             try commit()
+            return true
+        }
+        // Each chunk reads the hub, settles and commits in one hub
+        // transaction; a shared hub may run it again after a serialisation
+        // failure, from the state it started with.
+        var more = true
+        while more {
+            let start = (cursor: cursor, moved: moved, held: held, hubLog: hubLog, logThrough: logThrough)
+            var attempts = 0
+            more = try hub.transaction {
+                attempts += 1
+                if attempts > 1 {
+                    (cursor, moved, held, hubLog, logThrough) = start
+                    member.context.performAndWait { member.access.reset() }
+                }
+                return try pullChunk()
+            }
         }
         return moved
     }
@@ -457,33 +508,36 @@ public final class SyncGroup {
     /// identifiers when history was switched on) are merged into the hub by
     /// the same rules, and the hub's whole contents are pushed back to it.
     private func bootstrap(_ member: Member) throws {
-        let start = try member.coordinator.currentPersistentHistoryToken(fromStores: [member.store])?.position ?? 0
-        var batch = HubBatch(origin: member.name)
-        try member.context.performAndWait {
-            defer { member.access.reset() }
-            for entity in configuration.model.entities where entity.superentity == nil {
-                let objects = try member.context.fetch(FetchRequest(entityName: entity.name))
-                let gids = try member.coordinator.globalIdentifiers(for: objects.map(\.objectID))
-                let present = objects.filter { gids[$0.objectID] != nil }
-                let states = try member.access.states(of: present)
-                let existingStates = try hub.states(of: present.compactMap { gids[$0.objectID] })
-                for (object, state) in zip(present, states) {
-                    let gid = gids[object.objectID]!
-                    if let existing = existingStates[gid] {
-                        let differing = state.values.filter { !ObjectState.same($0.value, existing.values[$0.key]) }
-                        guard !differing.isEmpty else { continue }
-                        switch member.configuration.policy {
-                        case .objectTrump, .overwrite: batch.updates.append((gid, differing))
-                        case .storeTrump, .rollback, .error: batch.pendingAdded.append((member.name, gid))
+        // Settled against the hub as it is when committed (see `pull`).
+        try hub.transaction {
+            let start = try member.coordinator.currentPersistentHistoryToken(fromStores: [member.store])?.position ?? 0
+            var batch = HubBatch(origin: member.name)
+            try member.context.performAndWait {
+                defer { member.access.reset() }
+                for entity in configuration.model.entities where entity.superentity == nil {
+                    let objects = try member.context.fetch(FetchRequest(entityName: entity.name))
+                    let gids = try member.coordinator.globalIdentifiers(for: objects.map(\.objectID))
+                    let present = objects.filter { gids[$0.objectID] != nil }
+                    let states = try member.access.states(of: present)
+                    let existingStates = try hub.states(of: present.compactMap { gids[$0.objectID] })
+                    for (object, state) in zip(present, states) {
+                        let gid = gids[object.objectID]!
+                        if let existing = existingStates[gid] {
+                            let differing = state.values.filter { !ObjectState.same($0.value, existing.values[$0.key]) }
+                            guard !differing.isEmpty else { continue }
+                            switch member.configuration.policy {
+                            case .objectTrump, .overwrite: batch.updates.append((gid, differing))
+                            case .storeTrump, .rollback, .error: batch.pendingAdded.append((member.name, gid))
+                            }
+                        } else {
+                            batch.inserts.append((gid, state))
                         }
-                    } else {
-                        batch.inserts.append((gid, state))
                     }
                 }
             }
+            batch.cursor = SyncCursor(store: member.name, pulledThrough: start, base: 0, pushedThrough: 0, needsFullPush: true)
+            try hub.commit(batch)
         }
-        batch.cursor = SyncCursor(store: member.name, pulledThrough: start, base: 0, pushedThrough: 0, needsFullPush: true)
-        try hub.commit(batch)
     }
 
     // MARK: - Push
@@ -537,10 +591,12 @@ public final class SyncGroup {
     /// `executePushes`).
     @discardableResult
     func push(_ member: Member) throws -> Bool {
-        guard let run = try pushPlan(member) else { return false }
-        executePushes([run])
-        if let failure = run.failure { throw failure }
-        return run.wroteObjects
+        try hub.snapshot {
+            guard let run = try pushPlan(member) else { return false }
+            executePushes([run])
+            if let failure = run.failure { throw failure }
+            return run.wroteObjects
+        }
     }
 
     /// Decides what a push must write (nil: nothing). A store that receives
@@ -820,20 +876,24 @@ public final class SyncGroup {
         guard !pushBookkeeping.isEmpty else { return }
         let entries = pushBookkeeping
         pushBookkeeping = [:]
-        var batch = HubBatch(origin: nil)
-        for (name, entry) in entries.sorted(by: { $0.key < $1.key }) {
-            guard var cursor = try hub.cursor(for: name) else { continue }
-            let needed = entry.fullPushDone && cursor.needsFullPush || !entry.pendingWritten.isEmpty
-                || entry.pushedThrough - cursor.pushedThrough >= Self.idleAdvanceStep
-            guard needed else { continue }
-            cursor.pushedThrough = max(cursor.pushedThrough, entry.pushedThrough)
-            if entry.fullPushDone { cursor.needsFullPush = false }
-            batch.cursors.append(cursor)
-            batch.pendingRemoved += entry.pendingWritten.map { (name, $0) }
+        // The cursors are read and written back together.
+        let committed: Bool = try hub.transaction {
+            var batch = HubBatch(origin: nil)
+            for (name, entry) in entries.sorted(by: { $0.key < $1.key }) {
+                guard var cursor = try hub.cursor(for: name) else { continue }
+                let needed = entry.fullPushDone && cursor.needsFullPush || !entry.pendingWritten.isEmpty
+                    || entry.pushedThrough - cursor.pushedThrough >= Self.idleAdvanceStep
+                guard needed else { continue }
+                cursor.pushedThrough = max(cursor.pushedThrough, entry.pushedThrough)
+                if entry.fullPushDone { cursor.needsFullPush = false }
+                batch.cursors.append(cursor)
+                batch.pendingRemoved += entry.pendingWritten.map { (name, $0) }
+            }
+            guard !batch.isEmpty else { return false }
+            try hub.commit(batch)
+            return true
         }
-        guard !batch.isEmpty else { return }
-        try hub.commit(batch)
-        statistics.hubCommits += 1
+        if committed { statistics.hubCommits += 1 }
     }
 
     /// How far the hub may move past a store that receives nothing before its
@@ -871,32 +931,35 @@ public final class SyncGroup {
     /// (or its deletion) to the hub and so to every store; `.hub` sends the
     /// hub's object back to the store. The object's held changes resume.
     public func resolve(_ id: Int64, taking resolution: ConflictResolution) throws {
-        guard let conflict = try hub.conflicts(store: nil, includingResolved: false).first(where: { $0.id == id }) else {
-            throw CoreDataError(.persistentStoreOperation, "sync group \(configuration.name) has no unresolved conflict \(id)")
-        }
-        let member = try member(conflict.store)
-        var batch = HubBatch(origin: member.name)
-        batch.resolvedConflicts = [(id, resolution)]
-        switch resolution {
-        case .incoming:
-            let current = try member.context.performAndWait {
-                defer { member.access.reset() }
-                return try member.access.object(conflict.globalIdentifier).map(member.access.state)
+        // Read and written together: a shared hub's other writers cannot come between.
+        try hub.transaction {
+            guard let conflict = try hub.conflicts(store: nil, includingResolved: false).first(where: { $0.id == id }) else {
+                throw CoreDataError(.persistentStoreOperation, "sync group \(configuration.name) has no unresolved conflict \(id)")
             }
-            if let current {
-                if try hub.state(of: conflict.globalIdentifier) == nil { batch.inserts.append((conflict.globalIdentifier, current)) } else {
-                    batch.updates.append((conflict.globalIdentifier, current.values))
+            let member = try member(conflict.store)
+            var batch = HubBatch(origin: member.name)
+            batch.resolvedConflicts = [(id, resolution)]
+            switch resolution {
+            case .incoming:
+                let current = try member.context.performAndWait {
+                    defer { member.access.reset() }
+                    return try member.access.object(conflict.globalIdentifier).map(member.access.state)
                 }
-            } else {
-                batch.deletes.append(conflict.globalIdentifier)
+                if let current {
+                    if try hub.state(of: conflict.globalIdentifier) == nil { batch.inserts.append((conflict.globalIdentifier, current)) } else {
+                        batch.updates.append((conflict.globalIdentifier, current.values))
+                    }
+                } else {
+                    batch.deletes.append(conflict.globalIdentifier)
+                }
+            case .hub:
+                batch.pendingAdded.append((member.name, conflict.globalIdentifier))
             }
-        case .hub:
-            batch.pendingAdded.append((member.name, conflict.globalIdentifier))
+            // Written as a resolution, not as the store's pull: other stores
+            // receive it, and so does the store itself where the hub differs.
+            batch.origin = nil
+            try hub.commit(batch)
         }
-        // Written as a resolution, not as the store's pull: other stores
-        // receive it, and so does the store itself where the hub differs.
-        batch.origin = nil
-        try hub.commit(batch)
     }
 
     // MARK: - Status and purging

@@ -76,6 +76,24 @@ public struct HubBatch: @unchecked Sendable {
 /// embedded hub is an ObjectGraph SQLite store (`EmbeddedHub`); a hub in a
 /// database server implements the same protocol.
 public protocol SyncHub: AnyObject {
+    /// Runs `body`, whose hub reads and commits decide together (a pull's
+    /// chunk: read the hub's changes and states, settle, commit), as one
+    /// hub transaction. A hub shared by several processes (PostgreSQL) runs
+    /// it serialisable and may run `body` again after a serialisation
+    /// failure, so `body` must start from the state it had. A hub with one
+    /// writer (the embedded hub) just runs it.
+    ///
+    /// ```swift
+    /// let position = try hub.transaction {
+    ///     let batch = decide(try hub.states(of: objects))
+    ///     return try hub.commit(batch)
+    /// }
+    /// ```
+    func transaction<T>(_ body: () throws -> T) throws -> T
+    /// Runs `body`, whose hub reads must all see the hub at one position (a
+    /// round's pushes: the position they record and the states they write
+    /// must agree), against one snapshot. A hub nobody else writes just runs it.
+    func snapshot<T>(_ body: () throws -> T) throws -> T
     /// The newest position of the hub's history.
     func currentPosition() throws -> Int64
     /// The hub's committed state of an object (nil: it does not have it).
@@ -103,4 +121,11 @@ public protocol SyncHub: AnyObject {
     /// committed before `committedBefore` when given (the retention floor).
     func purgeHistory(through position: Int64, committedBefore: Date?) throws
     func close() throws
+}
+
+extension SyncHub {
+    /// One writer: nothing can come between the reads and the commit.
+    public func transaction<T>(_ body: () throws -> T) throws -> T { try body() }
+    /// One writer: the hub only changes by the caller's own commits.
+    public func snapshot<T>(_ body: () throws -> T) throws -> T { try body() }
 }
