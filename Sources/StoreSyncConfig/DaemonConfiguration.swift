@@ -158,8 +158,8 @@ public struct PostgreSQLHubSettings: Equatable {
             } catch {
                 throw HubPasswordError(file: passwordFile.path, reason: "cannot read it: \((error as NSError).localizedDescription)")
             }
-            let line = text.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
-            let password = line.hasSuffix("\r") ? String(line.dropLast()) : line
+            // "\r\n" is one Character: isNewline splits LF and CRLF files alike.
+            let password = text.split(maxSplits: 1, omittingEmptySubsequences: false, whereSeparator: \.isNewline).first.map(String.init) ?? ""
             guard !password.isEmpty else { throw HubPasswordError(file: passwordFile.path, reason: "its first line (the password) is empty") }
             extra.append("password=" + Self.percentEncode(password))
         }
@@ -318,6 +318,14 @@ public struct DaemonConfiguration {
     public static func firstPath(_ value: String?) -> String? {
         guard let value, let first = value.split(separator: ":").first, !first.isEmpty else { return nil }
         return String(first)
+    }
+
+    /// The machine's host name (gethostname(2)), the default `host_name`.
+    public static func machineHostName() -> String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "localhost" }
+        let name = String(cString: buffer)
+        return name.isEmpty ? "localhost" : name
     }
 
     /// Reads and validates a file. Every relative path in it is taken

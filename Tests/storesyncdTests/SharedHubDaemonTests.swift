@@ -48,7 +48,7 @@ final class SharedHubDaemonTests: XCTestCase {
 
         var start = Date()
         try Self.saveRecord(at: a.url("a1"), name: "from-a1", a: 1)
-        var arrived = Daemon.wait(timeout: 30) {
+        var arrived = try Daemon.wait(timeout: 30) {
             try [a.url("a2"), b.url("b1"), b.url("b2")].allSatisfy { try Self.records($0)["from-a1"] == 1 }
         }
         var elapsed = Date().timeIntervalSince(start)
@@ -60,7 +60,7 @@ final class SharedHubDaemonTests: XCTestCase {
 
         start = Date()
         try Self.saveRecord(at: b.url("b2"), name: "from-b2", a: 2)
-        arrived = Daemon.wait(timeout: 30) {
+        arrived = try Daemon.wait(timeout: 30) {
             try [a.url("a1"), a.url("a2"), b.url("b1")].allSatisfy { try Self.records($0)["from-b2"] == 2 }
         }
         elapsed = Date().timeIntervalSince(start)
@@ -70,13 +70,13 @@ final class SharedHubDaemonTests: XCTestCase {
 
         // Status: in sync, the hub reachable, every host's stores known to it.
         var reply: JSONValue?
-        let inSync = Daemon.wait(timeout: 30) {
+        let inSync = try Daemon.wait(timeout: 30) {
             let status = try a.status()
             reply = status.reply
             return status.exit == 0
         }
         XCTAssertTrue(inSync, "host a's status never in sync: \(reply?.text ?? "-")")
-        let hub = try XCTUnwrap(reply?["groups"]?[0]?["hub"])
+        let hub = try XCTUnwrap(reply?["groups"]?.array?.first?["hub"])
         XCTAssertEqual(hub["kind"]?.string, "postgresql")
         XCTAssertEqual(hub["reachable"]?.bool, true)
         XCTAssertEqual(hub["host_name"]?.string, "a")
@@ -86,7 +86,7 @@ final class SharedHubDaemonTests: XCTestCase {
         XCTAssertEqual(known, ["a/a1", "a/a2", "b/b1", "b/b2"], hub.text)
         XCTAssertEqual(hub["known_stores"]?.array?.filter { $0["this_host"]?.bool == true }.count, 2)
         let bStatus = try b.status()
-        XCTAssertGreaterThan(bStatus.reply?["groups"]?[0]?["hub"]?["notifications"]?["received"]?.int ?? 0, 0, bStatus.reply?.text ?? "-")
+        XCTAssertGreaterThan(bStatus.reply?["groups"]?.array?.first?["hub"]?["notifications"]?["received"]?.int ?? 0, 0, bStatus.reply?.text ?? "-")
         let human = try Daemon.ctl(["status", "--socket", a.socket], environment: ["NO_COLOR": "1"])
         XCTAssertEqual(human.status, 0, human.stdout + human.stderr)
         for text in ["HUB", "reachable", "listening", "LAST SEEN", "a (this)", "b2"] {
@@ -104,13 +104,13 @@ final class SharedHubDaemonTests: XCTestCase {
     /// duplicated, extra, stale, echoed, repeated.
     ///
     /// `STORESYNC_SHARED_HUB_SEED` (hex) and `STORESYNC_SHARED_HUB_KILLS`
-    /// (default 6) change the run; `scripts/shared-hub-chaos N [SEED]` runs a longer one.
+    /// (default 12) change the run; `scripts/shared-hub-chaos N [SEED]` runs a longer one.
     func testDaemonsKilledAndRestartedWhileWritersSaveOnBothHostsLoseNothing() throws {
         try XCTSkipUnless(TestPostgreSQL.isAvailable, "no test PostgreSQL server: run `scripts/postgres start` and export the variable it prints")
         let conninfo = try TestPostgreSQL.requireConninfo()
         let environment = ProcessInfo.processInfo.environment
-        let seed = environment["STORESYNC_SHARED_HUB_SEED"].flatMap { UInt64($0.hasPrefix("0x") ? String($0.dropFirst(2)) : $0, radix: 16) } ?? 0x5_4A4E_D0B
-        let kills = environment["STORESYNC_SHARED_HUB_KILLS"].flatMap(Int.init) ?? 6
+        let seed = environment["STORESYNC_SHARED_HUB_SEED"].flatMap { UInt64($0.hasPrefix("0x") ? String($0.dropFirst(2)) : $0, radix: 16) } ?? 0xC0FF_EE19
+        let kills = environment["STORESYNC_SHARED_HUB_KILLS"].flatMap(Int.init) ?? 12
         let label = "shared-hub chaos seed 0x\(String(seed, radix: 16)) (rerun: scripts/shared-hub-chaos \(kills) \(String(seed, radix: 16)))"
         var rng = WorkloadRandom(seed: seed)
         let group = TestPostgreSQL.uniqueGroupName()
@@ -134,7 +134,7 @@ final class SharedHubDaemonTests: XCTestCase {
             try WriterProcess(name: "w-\(store.0)", storeName: store.0, store: store.1, model: a.model, log: logs[index],
                               seed: rng.next(), arguments: ["--pause", "5-60"])
         }
-        var beforeReady = 0
+        var beforeReady = 0, midRound = 0
         for kill in 1...kills {
             let host = hosts[Int.random(in: 0..<2, using: &rng)]
             if Int.random(in: 0..<4, using: &rng) == 0 {
@@ -146,6 +146,7 @@ final class SharedHubDaemonTests: XCTestCase {
             }
             if !host.log.contains("msg=ready") { beforeReady += 1 }
             XCTAssertTrue(host.daemon?.process.isRunning == true, "\(label): host \(host.name)'s daemon exited before kill \(kill)\n\(host.log)")
+            if (host.tail?.roundsInFlight ?? 0) > 0 { midRound += 1 }
             host.kill()
             try host.start()
         }
@@ -165,7 +166,8 @@ final class SharedHubDaemonTests: XCTestCase {
         let hub = try PostgreSQLHub(model: model, conninfo: conninfo, group: group, host: "checker")
         defer { try? hub.close() }
         let report = try WorkloadCheck.run(model: model, stores: stores, hub: hub, logs: logs)
-        print("\(label): \(kills) SIGKILLs (\(beforeReady) before ready): \(report.summary)")
+        print("\(label): \(kills) SIGKILLs (\(beforeReady) before ready, \(midRound) during a round): \(report.summary)")
+        XCTAssertGreaterThan(midRound, 0, "\(label): no kill landed during a round")
         if !report.isClean { keep = true }
         XCTAssertTrue(report.isClean, "\(label): \(report.summary)\n\(report.json)\nkept in \(directory.path)")
         XCTAssertTrue(report.hubChecked)
@@ -200,23 +202,26 @@ final class SharedHubDaemonTests: XCTestCase {
         var rng = WorkloadRandom(seed: 0x0D0_57A6E)
         let writers = try stores.enumerated().map { index, store in
             try WriterProcess(name: "w-\(store.0)", storeName: store.0, store: store.1, model: a.model, log: logs[index],
-                              seed: rng.next(), arguments: ["--pause", "10-50"])
+                              seed: rng.next(), arguments: ["--pause", "40-100"])
         }
         let saves = { try logs.reduce(0) { $0 + (FileManager.default.fileExists(atPath: $1.path) ? try WriterLogFile.read($1).count : 0) } }
         XCTAssertTrue(try Daemon.wait(timeout: 30) { try saves() >= 20 }, "the writers do not save")
         Thread.sleep(forTimeInterval: 1)
 
+        let began = Date()
+        func phase(_ name: String) { print("server outage: \(name) at \(String(format: "%.1f", Date().timeIntervalSince(began))) s, \((try? saves()) ?? -1) saves") }
         try cluster.stop()
+        phase("server stopped")
         for host in hosts {
             var reply: JSONValue?
-            let unreachable = Daemon.wait(timeout: 30) {
+            let unreachable = try Daemon.wait(timeout: 30) {
                 let status = try host.status()
                 reply = status.reply
-                return status.exit == 1 && status.reply?["groups"]?[0]?["hub"]?["reachable"]?.bool == false
+                return status.exit == 1 && status.reply?["groups"]?.array?.first?["hub"]?["reachable"]?.bool == false
             }
             XCTAssertTrue(unreachable, "host \(host.name)'s status never showed the hub unreachable: \(reply?.text ?? "-")\n\(host.log)")
-            XCTAssertNotNil(reply?["groups"]?[0]?["hub"]?["error"]?.string, reply?.text ?? "-")
-            XCTAssertNotNil(reply?["groups"]?[0]?["hub"]?["unreachable_since"]?.string, reply?.text ?? "-")
+            XCTAssertNotNil(reply?["groups"]?.array?.first?["hub"]?["error"]?.string, reply?.text ?? "-")
+            XCTAssertNotNil(reply?["groups"]?.array?.first?["hub"]?["unreachable_since"]?.string, reply?.text ?? "-")
         }
         let human = try Daemon.ctl(["status", "--socket", a.socket], environment: ["NO_COLOR": "1"])
         XCTAssertEqual(human.status, 1, human.stdout)
@@ -228,12 +233,16 @@ final class SharedHubDaemonTests: XCTestCase {
         for writer in writers { XCTAssertTrue(writer.process.isRunning, "writer \(writer.name) ended: \(writer.messages)") }
         for host in hosts { XCTAssertTrue(host.daemon?.process.isRunning == true, "host \(host.name)'s daemon exited\n\(host.log)") }
 
+        phase("status showed it, writers went on")
         try cluster.start()
+        phase("server started")
         for host in hosts {
             XCTAssertTrue(host.tail!.wait(timeout: 60) { $0.contains("hub reachable again") }, "host \(host.name) did not reach the hub again\n\(host.log)")
         }
+        phase("both hosts reached it again")
         Thread.sleep(forTimeInterval: 1)
         for writer in writers { XCTAssertEqual(writer.stop(), 0, "writer \(writer.name): \(writer.messages)") }
+        phase("writers stopped")
 
         let model = try ManagedObjectModel(contentsOf: a.model)
         var last: WorkloadCheck.Report?
@@ -242,15 +251,16 @@ final class SharedHubDaemonTests: XCTestCase {
             return last?.isClean == true
         }
         keep = !converged
+        phase("converged")
         XCTAssertTrue(converged, "the stores did not converge after the outage (kept in \(directory.path)): \(last?.summary ?? "-")\n\(last?.json ?? "")\n\(a.log.suffix(4000))\n\(b.log.suffix(4000))")
         for host in hosts {
             var reply: JSONValue?
-            XCTAssertTrue(Daemon.wait(timeout: 30) {
+            XCTAssertTrue(try Daemon.wait(timeout: 30) {
                 let status = try host.status()
                 reply = status.reply
                 return status.exit == 0
             }, "host \(host.name) never in sync again: \(reply?.text ?? "-")")
-            XCTAssertEqual(reply?["groups"]?[0]?["hub"]?["reachable"]?.bool, true)
+            XCTAssertEqual(reply?["groups"]?.array?.first?["hub"]?["reachable"]?.bool, true)
         }
         for host in hosts { XCTAssertEqual(host.stop(), 0, "SIGTERM on host \(host.name)\n\(host.log)") }
         let hub = try PostgreSQLHub(model: model, conninfo: cluster.conninfo, group: group, host: "checker")
@@ -385,8 +395,36 @@ final class SharedHubDaemonTests: XCTestCase {
             try? FileManager.default.removeItem(at: directory)
         }
 
+        /// Runs scripts/postgres with its output in files, through
+        /// posix_spawn: Foundation's `Process` learns that a child ended when
+        /// a socket it hands the child closes, and the server the script
+        /// starts inherits that socket (and would hold pipes open too), so
+        /// `waitUntilExit` would wait for the server.
         static func script(_ arguments: [String]) throws -> Daemon.Result {
-            try Daemon.runTool(Daemon.repositoryRoot.appendingPathComponent("scripts/postgres").path, arguments)
+            let out = FileManager.default.temporaryDirectory.appendingPathComponent("storesync-pg-script-\(UUID().uuidString).out")
+            let err = out.deletingPathExtension().appendingPathExtension("err")
+            defer {
+                try? FileManager.default.removeItem(at: out)
+                try? FileManager.default.removeItem(at: err)
+            }
+            let path = Daemon.repositoryRoot.appendingPathComponent("scripts/postgres").path
+            var actions = posix_spawn_file_actions_t()
+            posix_spawn_file_actions_init(&actions)
+            defer { posix_spawn_file_actions_destroy(&actions) }
+            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+            posix_spawn_file_actions_addopen(&actions, 1, out.path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+            posix_spawn_file_actions_addopen(&actions, 2, err.path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+            let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
+            defer { for argument in argv { free(argument) } }
+            var pid: pid_t = 0
+            let spawned = posix_spawn(&pid, path, &actions, nil, argv, environ)
+            guard spawned == 0 else { throw POSIXError(POSIXErrorCode(rawValue: spawned) ?? .EINVAL) }
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+            // WEXITSTATUS, or 128 + the signal.
+            let exit = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+            return Daemon.Result(status: exit, stdout: (try? String(contentsOf: out, encoding: .utf8)) ?? "",
+                                 stderr: (try? String(contentsOf: err, encoding: .utf8)) ?? "")
         }
 
         /// A TCP port nobody listens on now (the kernel's pick for port 0).
@@ -447,7 +485,7 @@ final class SharedHubDaemonTests: XCTestCase {
         let context = ManagedObjectContext(coordinator: coordinator)
         context.transactionAuthor = "test-app"
         try context.performAndWait {
-            let record = context.insertNewObject(forEntityName: "Record")
+            let record = try context.insertNewObject(forEntityName: "Record")
             try record.setValue(name, forKey: "name")
             try record.setValue(a, forKey: "a")
             try context.save()
