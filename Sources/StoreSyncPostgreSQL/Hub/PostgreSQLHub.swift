@@ -100,10 +100,18 @@ public final class PostgreSQLHub: SyncHub {
         try connection.transaction(.serializable, body)
     }
 
-    /// A read of several statements sees one snapshot.
-    private func reading<T>(_ body: () throws -> T) throws -> T {
+    /// Runs body against one snapshot of the hub (REPEATABLE READ), so every
+    /// read in it sees the hub at one position; inside an open transaction,
+    /// just runs it. A commit inside it that meets a concurrent one fails
+    /// with a serialisation failure, and body runs again.
+    public func snapshot<T>(_ body: () throws -> T) throws -> T {
         if connection.isInTransaction { return try body() }
         return try connection.transaction(.repeatableRead, body)
+    }
+
+    /// A read of several statements sees one snapshot.
+    private func reading<T>(_ body: () throws -> T) throws -> T {
+        try snapshot(body)
     }
 
     // MARK: - Reading

@@ -137,12 +137,14 @@ struct PostgreSQLHubSchema {
                 var second = rel.inverseRelationship
                 if let other = second, Self.key(other) < key { first = other; second = rel }
                 let tableName = try Self.identifier("j_" + Self.key(first).replacingOccurrences(of: ".", with: "_"), what: "join table of \(Self.key(first))")
-                let join = joinByName[tableName] ?? {
-                    let made = JoinTable(name: tableName, first: first, second: second)
-                    joinByName[tableName] = made
-                    joinTables.append(made)
-                    return made
-                }()
+                let join: JoinTable
+                if let existing = joinByName[tableName] {
+                    join = existing
+                } else {
+                    join = JoinTable(name: tableName, first: first, second: second)
+                    joinByName[tableName] = join
+                    joinTables.append(join)
+                }
                 guard join.first === first else {
                     throw CoreDataError(.coreData, "two to-many relationships of the model need the join table \(tableName)")
                 }

@@ -55,10 +55,41 @@ final class PostgreSQLHubWorkspace {
     private var touched: Set<UUID> = []
     private var referencingLoaded: [String: Set<UUID>] = [:]
     private var joins: [String: JoinState] = [:]
+    /// "table.column" → destination → the rows in memory whose to-one
+    /// column names it: the members of a derived to-many without a scan.
+    private var referencing: [String: [UUID: Set<UUID>]] = [:]
+    /// "table.orderColumn" → owner → the highest position given out (a
+    /// member appended to an ordered to-many goes after it; gaps are harmless).
+    private var lastOrder: [String: [UUID: Int]] = [:]
+    /// Objects this commit inserted that the hub did not have: no row
+    /// refers to them (references to missing objects are never written),
+    /// so their members are not looked for.
+    private var fresh: Set<UUID> = []
 
     init(schema: PostgreSQLHubSchema, connection: PostgreSQLConnection) {
         self.schema = schema
         self.connection = connection
+    }
+
+    /// Replaces (or removes) a row in memory, keeping `referencing`.
+    private func put(_ gid: UUID, _ row: Row?) {
+        if let old = rows[gid], let table = schema.table(of: old.entity) {
+            for (column, value) in old.values { if let target = value as? UUID { referencing[table.name + "." + column]?[target]?.remove(gid) } }
+        }
+        rows[gid] = row
+        if let row, let table = schema.table(of: row.entity) {
+            for (column, value) in row.values { if let target = value as? UUID { referencing[table.name + "." + column, default: [:]][target, default: []].insert(gid) } }
+        }
+    }
+
+    /// Sets one column of a row in memory, keeping `referencing`.
+    private func setValue(_ gid: UUID, _ column: String, _ value: Any?) {
+        guard let entity = rows[gid]?.entity, let table = schema.table(of: entity) else { return }
+        let key = table.name + "." + column
+        // In place: a copy of the row's values per change was a large batch's cost.
+        if let old = rows[gid]!.values[column] as? UUID { referencing[key]?[old]?.remove(gid) }
+        if let value { rows[gid]!.values[column] = value } else { rows[gid]!.values.removeValue(forKey: column) }
+        if let target = value as? UUID { referencing[key, default: [:]][target, default: []].insert(gid) }
     }
 
     private func touch(_ gid: UUID) {
@@ -75,7 +106,7 @@ final class PostgreSQLHubWorkspace {
         for table in schema.tables {
             for (gid, row) in try PostgreSQLHubWorkspace.readRows(table, schema: schema, connection: connection,
                                                                  where: "\"_gid\" = ANY($1::uuid[])", [PostgreSQLValueCodec.uuidArray(wanted)]) {
-                rows[gid] = row
+                put(gid, row)
                 original[gid] = row
                 wanted.remove(gid)
             }
@@ -91,13 +122,15 @@ final class PostgreSQLHubWorkspace {
     /// Reads the rows of `table` whose `column` names one of `owners` (the members of derived to-manys).
     func loadReferencing<S: Sequence>(_ table: PostgreSQLHubSchema.Table, column: String, owners: S) throws where S.Element == UUID {
         let key = table.name + "." + column
-        let wanted = Set(owners).subtracting(referencingLoaded[key] ?? [])
+        // Filtered, not `subtracting`: that copies the (large) loaded set each call.
+        let loaded = referencingLoaded[key] ?? []
+        let wanted = Set(owners.lazy.filter { !loaded.contains($0) && !self.fresh.contains($0) })
         guard !wanted.isEmpty else { return }
         referencingLoaded[key, default: []].formUnion(wanted)
         for (gid, row) in try Self.readRows(table, schema: schema, connection: connection,
-                                            where: "\(PostgreSQLHubSchema.quote(column)) = ANY($1::uuid[])", [PostgreSQLValueCodec.uuidArray(wanted)])
-        where rows[gid] == nil && original[gid] == nil {
-            rows[gid] = row
+                                            where: "\(PostgreSQLHubSchema.quote(column)) = ANY($1::uuid[])", [PostgreSQLValueCodec.uuidArray(wanted)],
+                                            skipping: { self.rows[$0] != nil || self.original[$0] != nil }) {
+            put(gid, row)
             original[gid] = row
             absent.remove(gid)
         }
@@ -113,7 +146,8 @@ final class PostgreSQLHubWorkspace {
     /// Reads the join rows of many objects on one side.
     func loadJoin<S: Sequence>(_ join: PostgreSQLHubSchema.JoinTable, sideA: Bool, _ gids: S) throws where S.Element == UUID {
         let state = joinState(join)
-        let wanted = Set(gids).subtracting(sideA ? state.loadedA : state.loadedB)
+        let wanted = sideA ? Set(gids.lazy.filter { !state.loadedA.contains($0) && !self.fresh.contains($0) })
+            : Set(gids.lazy.filter { !state.loadedB.contains($0) && !self.fresh.contains($0) })
         guard !wanted.isEmpty else { return }
         if sideA { state.loadedA.formUnion(wanted) } else { state.loadedB.formUnion(wanted) }
         let result = try connection.execute("SELECT a, b, a_order, b_order FROM \(schema.qualified(join.name)) WHERE \(sideA ? "a" : "b") = ANY($1::uuid[])",
@@ -137,13 +171,15 @@ final class PostgreSQLHubWorkspace {
 
     /// Rows of `table` matching a condition, decoded.
     static func readRows(_ table: PostgreSQLHubSchema.Table, schema: PostgreSQLHubSchema, connection: PostgreSQLConnection,
-                         where condition: String, _ parameters: [(any PostgreSQLParameter)?]) throws -> [(UUID, Row)] {
+                         where condition: String, _ parameters: [(any PostgreSQLParameter)?],
+                         skipping known: (UUID) -> Bool = { _ in false }) throws -> [(UUID, Row)] {
         let columns = ["\"_gid\"", "\"_entity\""] + table.columns.map { PostgreSQLHubSchema.quote($0.name) }
         let result = try connection.execute("SELECT \(columns.joined(separator: ", ")) FROM \(schema.qualified(table.name)) WHERE \(condition)", parameters)
         var out: [(UUID, Row)] = []
         out.reserveCapacity(result.rowCount)
         for i in 0..<result.rowCount {
-            guard let gid = result.uuid(i, 0), let entityName = result.string(i, 1) else { continue }
+            // A row already in memory is not decoded again.
+            guard let gid = result.uuid(i, 0), !known(gid), let entityName = result.string(i, 1) else { continue }
             guard let entity = schema.model.entitiesByName[entityName] else {
                 throw CoreDataError(.coreData, "object \(gid) in \(table.name) is of entity \(entityName), which the model does not have")
             }
@@ -174,7 +210,8 @@ final class PostgreSQLHubWorkspace {
         case .derived(let table, let column, let orderColumn):
             try loadReferencing(table, column: column, owners: [owner])
             var found: [(Int, String, UUID)] = []
-            for (gid, row) in rows where (row.values[column] as? UUID) == owner && schema.table(of: row.entity) === table {
+            for gid in referencing[table.name + "." + column]?[owner] ?? [] {
+                guard let row = rows[gid] else { continue }
                 found.append((orderColumn.flatMap { row.values[$0] as? Int } ?? Int.max, gid.uuidString, gid))
             }
             return found.sorted { ($0.0, $0.1) < ($1.0, $1.1) }.map(\.2)
@@ -204,7 +241,8 @@ final class PostgreSQLHubWorkspace {
         for case let attribute as AttributeDescription in entity.properties where !attribute.isTransient {
             if let value = try PostgreSQLValueCodec.normalized(attribute.defaultValue, for: attribute, entity: entity.name) { values[attribute.name] = value }
         }
-        rows[gid] = Row(entity: entity, values: values)
+        put(gid, Row(entity: entity, values: values))
+        if original[gid] == nil { fresh.insert(gid) }
         absent.remove(gid)
         touch(gid)
     }
@@ -222,7 +260,7 @@ final class PostgreSQLHubWorkspace {
             case .attribute(let v):
                 guard let attribute = property as? AttributeDescription else { continue }
                 let new = try PostgreSQLValueCodec.normalized(v, for: attribute, entity: entity.name)
-                if let new { rows[gid]!.values[name] = new } else { rows[gid]!.values[name] = nil }
+                setValue(gid, name, new)
                 touch(gid)
             case .toOne(let target):
                 guard let rel, !rel.isToMany else { continue }
@@ -251,34 +289,40 @@ final class PostgreSQLHubWorkspace {
         let old = rows[gid]!.values[rel.name] as? UUID
         guard old != target else { return }
         touch(gid)
-        if let target { rows[gid]!.values[rel.name] = target } else { rows[gid]!.values[rel.name] = nil }
+        setValue(gid, rel.name, target)
         guard let inverse = rel.inverseRelationship else { return }
         if inverse.isToMany {
             // The to-many is this column; an ordered one puts the object last.
             if inverse.isOrdered {
                 let orderColumn = "_order_" + rel.name
-                if let target {
-                    rows[gid]!.values[orderColumn] = nil
-                    let others = try members(of: target, inverse).filter { $0 != gid }
-                    let last = others.compactMap { rows[$0]?.values[orderColumn] as? Int }.max() ?? -1
-                    rows[gid]!.values[orderColumn] = last + 1
-                } else {
-                    rows[gid]!.values[orderColumn] = nil
+                var next: Int?
+                if let target, let table = schema.table(of: rows[gid]!.entity) {
+                    try loadReferencing(table, column: rel.name, owners: [target])
+                    let key = table.name + "." + orderColumn
+                    var last = lastOrder[key]?[target] ?? -1
+                    if lastOrder[key]?[target] == nil {
+                        for member in referencing[table.name + "." + rel.name]?[target] ?? [] where member != gid {
+                            if let order = rows[member]?.values[orderColumn] as? Int { last = max(last, order) }
+                        }
+                    }
+                    next = last + 1
+                    lastOrder[key, default: [:]][target] = last + 1
                 }
+                setValue(gid, orderColumn, next)
             }
         } else {
             // One-to-one: the old partner lets go, the new one's old partner too.
             if let old, let partner = try row(old), (partner.values[inverse.name] as? UUID) == gid {
-                rows[old]!.values[inverse.name] = nil
+                setValue(old, inverse.name, nil)
                 touch(old)
             }
             if let target, try row(target) != nil {
                 if let previous = rows[target]!.values[inverse.name] as? UUID, previous != gid, let other = try row(previous),
                    (other.values[rel.name] as? UUID) == target {
-                    rows[previous]!.values[rel.name] = nil
+                    setValue(previous, rel.name, nil)
                     touch(previous)
                 }
-                rows[target]!.values[inverse.name] = gid
+                setValue(target, inverse.name, gid)
                 touch(target)
             }
         }
@@ -341,9 +385,10 @@ final class PostgreSQLHubWorkspace {
         guard let storage = schema.toMany(rel) else { return }
         for (i, member) in sorted.enumerated() {
             switch storage {
-            case .derived(_, _, let orderColumn):
+            case .derived(let table, _, let orderColumn):
                 guard let orderColumn, rows[member] != nil else { continue }
-                if (rows[member]!.values[orderColumn] as? Int) != i { rows[member]!.values[orderColumn] = i; touch(member) }
+                if (rows[member]!.values[orderColumn] as? Int) != i { setValue(member, orderColumn, i); touch(member) }
+                lastOrder[table.name + "." + orderColumn, default: [:]][owner] = max(lastOrder[table.name + "." + orderColumn]?[owner] ?? -1, i)
             case .join(let join, let ownerIsA):
                 let pair = ownerIsA ? Pair(a: owner, b: member) : Pair(a: member, b: owner)
                 let state = joinState(join)
@@ -399,7 +444,7 @@ final class PostgreSQLHubWorkspace {
                     }
                 }
             }
-            rows[next] = nil
+            put(next, nil)
             touch(next)
         }
     }
@@ -410,8 +455,8 @@ final class PostgreSQLHubWorkspace {
         for destination in destinations where rows[destination] != nil {
             if !inverse.isToMany {
                 if (rows[destination]!.values[inverse.name] as? UUID) == gid {
-                    rows[destination]!.values[inverse.name] = nil
-                    if inverse.inverseRelationship?.isOrdered ?? false { rows[destination]!.values["_order_" + inverse.name] = nil }
+                    setValue(destination, inverse.name, nil)
+                    if inverse.inverseRelationship?.isOrdered ?? false { setValue(destination, "_order_" + inverse.name, nil) }
                     touch(destination)
                 }
             } else if case .join? = schema.toMany(inverse) {
@@ -436,10 +481,13 @@ final class PostgreSQLHubWorkspace {
     /// and returns the history of what changed, in the order objects were first touched.
     func write(position: Int64) throws -> [Change] {
         var changes: [Change] = []
+        // Owners whose to-many changed (a member's to-one, position or join
+        // row): each gets an update with no changed attribute, as a store's
+        // history reports it; checked once all are known.
         var flagged: [UUID] = []
         var flaggedSet = Set<UUID>()
         func flag(_ gid: UUID?) {
-            guard let gid, rows[gid] != nil, original[gid] != nil else { return }
+            guard let gid else { return }
             if flaggedSet.insert(gid).inserted { flagged.append(gid) }
         }
         var upserts: [String: [(UUID, Row)]] = [:]
@@ -481,6 +529,10 @@ final class PostgreSQLHubWorkspace {
                 var changed: [String: String?] = [:]
                 var rowChanged = false
                 for column in table.columns {
+                    // Equal values (dictionaries by content, as the embedded hub's
+                    // `sameAttribute` compares them) are no change.
+                    if Self.same(old.values[column.name], new.values[column.name])
+                        || Self.canonical(old.values[column.name]) == Self.canonical(new.values[column.name]) { continue }
                     let was = try text(old.values[column.name], column, old.entity)
                     let now = try text(new.values[column.name], column, new.entity)
                     guard was != now else { continue }
@@ -540,8 +592,10 @@ final class PostgreSQLHubWorkspace {
                 start += part.count
             }
         }
-        for gid in flagged where !recorded.contains(gid) {
-            changes.append(Change(gid: gid, entity: rows[gid]!.entity.name, kind: "u", changed: [:]))
+        try load(flagged)
+        for gid in flagged where !recorded.contains(gid) && original[gid] != nil {
+            guard let row = rows[gid] else { continue }
+            changes.append(Change(gid: gid, entity: row.entity.name, kind: "u", changed: [:]))
         }
         for table in schema.tables {
             if let gone = deletes[table.name] {
@@ -550,6 +604,40 @@ final class PostgreSQLHubWorkspace {
             if let put = upserts[table.name] { try upsert(put, into: table, position: position) }
         }
         return changes
+    }
+
+    /// Values certainly equal, told without making their text (the common
+    /// types; anything else is compared by its text).
+    static func same(_ a: Any?, _ b: Any?) -> Bool {
+        switch (a, b) {
+        case (nil, nil): return true
+        case let (x as UUID, y as UUID): return x == y
+        case let (x as String, y as String): return x == y
+        case let (x as Int, y as Int): return x == y
+        case let (x as Int16, y as Int16): return x == y
+        case let (x as Int32, y as Int32): return x == y
+        case let (x as Int64, y as Int64): return x == y
+        case let (x as Bool, y as Bool): return x == y
+        case let (x as Double, y as Double): return x.bitPattern == y.bitPattern
+        case let (x as Float, y as Float): return x.bitPattern == y.bitPattern
+        case let (x as Date, y as Date): return x.timeIntervalSinceReferenceDate.bitPattern == y.timeIntervalSinceReferenceDate.bitPattern
+        case let (x as Data, y as Data): return x == y
+        default: return false
+        }
+    }
+
+    /// A value as text that does not depend on a dictionary's order (the
+    /// engine's `ObjectState.canonical`, which StoreSync keeps internal).
+    static func canonical(_ value: Any?) -> String {
+        switch value {
+        case nil: return "nil"
+        case let dictionary as [AnyHashable: Any]:
+            return "{" + dictionary.map { "\($0.key)=\(canonical($0.value))" }.sorted().joined(separator: ",") + "}"
+        case let dictionary as [String: Any]:
+            return "{" + dictionary.map { "\($0.key)=\(canonical($0.value))" }.sorted().joined(separator: ",") + "}"
+        case let array as [Any]: return "[" + array.map(canonical).joined(separator: ",") + "]"
+        case let value?: return "\(type(of: value)):\(value)"
+        }
     }
 
     private func text(_ value: Any?, _ column: PostgreSQLHubSchema.Column, _ entity: EntityDescription) throws -> String? {

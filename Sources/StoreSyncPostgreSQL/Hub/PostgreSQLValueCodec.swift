@@ -28,6 +28,9 @@ import ObjectGraph
 /// let value = try PostgreSQLValueCodec.value(text, for: attribute)       // Int32(7)
 /// ```
 enum PostgreSQLValueCodec {
+    /// Made once: a locale per decoded decimal was most of a large read's time.
+    nonisolated(unsafe) static let posix = Locale(identifier: "en_US_POSIX")
+
     /// The column type of an attribute type.
     /// - Throws: 134060 for types that have no stored value (undefined, objectID).
     static func columnType(_ attribute: AttributeDescription, entity: String) throws -> String {
@@ -140,7 +143,7 @@ enum PostgreSQLValueCodec {
             }
         case .decimal:
             if text == "NaN" { return Decimal.nan }
-            guard let d = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) else { throw unreadable() }
+            guard let d = Decimal(string: text, locale: posix) else { throw unreadable() }
             return d
         case .double: guard let d = double(text) else { throw unreadable() }; return d
         case .float: guard let d = double(text) else { throw unreadable() }; return Float(d)
@@ -159,7 +162,22 @@ enum PostgreSQLValueCodec {
     /// A value as the attribute's exact Swift type (an `Int` given for an
     /// integer 32 becomes `Int32`), as ObjectGraph's `setValue` coerces it.
     static func normalized(_ value: Any?, for attribute: AttributeDescription, entity: String) throws -> Any? {
-        try Self.value(try text(value, for: attribute, entity: entity), for: attribute, entity: entity)
+        guard let value, !(value is NSNull) else { return nil }
+        // Already the exact type (the common case): kept, not made into text and back.
+        switch attribute.attributeType {
+        case .integer16 where value is Int16, .integer32 where value is Int32, .integer64 where value is Int64,
+             .double where value is Double, .float where value is Float, .boolean where value is Bool, .date where value is Date,
+             .binaryData where value is Data, .uuid where value is UUID, .uri where value is URL:
+            return value
+        case .string:
+            if let string = value as? String, !string.utf8.contains(0) { return string }
+        case .transformable:
+            // Checked now (the transformer takes it), kept as given, as a context keeps it until it is read again.
+            _ = try text(value, for: attribute, entity: entity)
+            return value
+        default: break
+        }
+        return try Self.value(try text(value, for: attribute, entity: entity), for: attribute, entity: entity)
     }
 
     static func floatText(_ d: Double) -> String {

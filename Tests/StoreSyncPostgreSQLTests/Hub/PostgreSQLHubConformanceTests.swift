@@ -34,7 +34,8 @@ struct PostgreSQLHubConformanceTests {
             for (gid, values) in batch.updates { gids.insert(gid); gids.formUnion(references(values)) }
             let before = (try embedded.currentPosition(), try postgres.currentPosition())
             let after = (try embedded.commit(batch), try postgres.commit(batch))
-            #expect(after.0 == (try embedded.currentPosition()) && after.1 == (try postgres.currentPosition()), "\(step)", sourceLocation: sourceLocation)
+            let current = (try embedded.currentPosition(), try postgres.currentPosition())
+            #expect(after.0 == current.0 && after.1 == current.1, "\(step)", sourceLocation: sourceLocation)
             #expect(after.1 > before.1 || batch.isEmpty, "\(step): the PostgreSQL hub's position moves", sourceLocation: sourceLocation)
             positions.append(((before.0, after.0), (before.1, after.1)))
             try compare(step, since: (before.0, before.1), sourceLocation: sourceLocation)
@@ -107,7 +108,7 @@ struct PostgreSQLHubConformanceTests {
         // A pull's updates: attributes, a to-one moved, a membership changed, an order changed; bookkeeping.
         var update = HubBatch(origin: "s2")
         update.updates = [
-            (item1, ["i32": .attribute(Int32(5)), "str": .attribute("changed"), "dbl": .attribute(Double.nan), "folder": .toOne(folder2),
+            (item1, ["i32": .attribute(Int32(5)), "str": .attribute("changed"), "dbl": .attribute(-Double.infinity), "folder": .toOne(folder2),
                      "tags": .memberChange(added: [], removed: [tag2], positions: [:])]),
             (folder1, ["queue": .memberChange(added: [], removed: [], positions: [item1: 0, item2: 1])]),
             (item2, ["flt": .attribute(Float.infinity), "i16": .attribute(Int16.min)]),
@@ -138,13 +139,30 @@ struct PostgreSQLHubConformanceTests {
         deletes.deletes = [item3, folder1, item1]
         try pair.commit(deletes, "deletes")
 
-        // A destination the hub does not have; a member added by change.
+        // A destination the hub does not have; a member added by change; a
+        // subentity's object; an insert of an object the hub has (an update).
         var missing = HubBatch(origin: "s2")
-        let item4 = UUID(), nowhere = UUID()
-        missing.inserts = [(item4, ObjectState(entityName: "Item", values: PostgreSQLHubFixtures.itemAttributes(4).merging([
-            "folder": .toOne(nowhere), "tags": .memberChange(added: [tag2, nowhere], removed: [], positions: [:]),
-        ]) { $1 }))]
+        let item4 = UUID(), nowhere = UUID(), special = UUID()
+        missing.inserts = [
+            (item4, ObjectState(entityName: "Item", values: PostgreSQLHubFixtures.itemAttributes(4).merging([
+                "folder": .toOne(nowhere), "tags": .memberChange(added: [tag2, nowhere], removed: [], positions: [:]),
+            ]) { $1 })),
+            (special, ObjectState(entityName: "Special", values: ["extra": .attribute("sub"), "i32": .attribute(Int32(1)), "folder": .toOne(folder2),
+                                                                  "tags": .members([tag1])])),
+            (folder2, ObjectState(entityName: "Folder", values: ["name": .attribute("two again")])),
+        ]
         try pair.commit(missing, "missing destination")
+        var subentity = HubBatch(origin: "s1")
+        subentity.updates = [(special, ["extra": .attribute("changed"), "queuedIn": .toOne(folder2)]), (tag1, ["name": .attribute("t1'")]),
+                             (item2, ["plist": .attribute(["a": "1", "b": "2", "c": "3"])])]
+        try pair.commit(subentity, "subentity update")
+        var subentityDelete = HubBatch(origin: "s1")
+        subentityDelete.deletes = [special]
+        // The same dictionary built in another order is no change.
+        var same: [String: String] = [:]
+        for key in ["c", "b", "a"] { same[key] = ["a": "1", "b": "2", "c": "3"][key] }
+        subentityDelete.updates = [(item2, ["plist": .attribute(same)])]
+        try pair.commit(subentityDelete, "subentity delete")
 
         // Bookkeeping alone; then nothing at all.
         var cursorOnly = HubBatch(origin: nil)
@@ -170,10 +188,14 @@ struct PostgreSQLHubConformanceTests {
     @Test func purgedHistoryThrowsTokenExpiredOnBothHubs() throws {
         let pair = try Pair(model: PostgreSQLHubFixtures.model())
         try insertEverything(pair)
+        // Cursors that let the PostgreSQL hub purge (it stops at the oldest of any host).
+        var cursors = HubBatch(origin: nil)
+        cursors.cursor = SyncCursor(store: "s1", pulledThrough: 1, base: 1 << 40, pushedThrough: 1 << 40, needsFullPush: false)
+        try pair.commit(cursors, "cursors")
         var update = HubBatch(origin: "s2")
         update.updates = [(item1, ["i32": .attribute(Int32(6))])]
         try pair.commit(update, "update")
-        let first = pair.positions[0]
+        let first = pair.positions[1]
         try pair.embedded.purgeHistory(through: first.embedded.1, committedBefore: nil)
         try pair.postgres.purgeHistory(through: first.postgres.1, committedBefore: nil)
         for hub in [pair.embedded as SyncHub, pair.postgres as SyncHub] {
@@ -182,5 +204,35 @@ struct PostgreSQLHubConformanceTests {
         let rest = try pair.postgres.changes(after: first.postgres.1).map(PostgreSQLHubFixtures.describe)
         #expect(rest.count == 1)
         #expect(try pair.embedded.changes(after: first.embedded.1).map(PostgreSQLHubFixtures.describe) == rest)
+    }
+
+    /// A delete the model's deny rule forbids fails on both hubs and writes
+    /// nothing; once the destination is gone it goes through.
+    @Test func aDeniedDeleteFailsOnBothHubs() throws {
+        let owner = EntityDescription(name: "Owner"), part = EntityDescription(name: "Part")
+        let parts = RelationshipDescription(name: "parts", destination: part, toMany: true)
+        parts.deleteRule = .deny
+        let partOwner = RelationshipDescription(name: "owner", destination: owner, toMany: false)
+        parts.inverseRelationship = partOwner
+        partOwner.inverseRelationship = parts
+        owner.properties = [AttributeDescription(name: "name", type: .string), parts]
+        part.properties = [AttributeDescription(name: "name", type: .string), partOwner]
+        let model = ManagedObjectModel()
+        model.entities = [owner, part]
+        let pair = try Pair(model: model)
+        let o = UUID(), p = UUID()
+        var insert = HubBatch(origin: "s1")
+        insert.inserts = [(o, ObjectState(entityName: "Owner", values: ["name": .attribute("o")])),
+                          (p, ObjectState(entityName: "Part", values: ["name": .attribute("p"), "owner": .toOne(o)]))]
+        try pair.commit(insert, "insert")
+        var denied = HubBatch(origin: "s1")
+        denied.deletes = [o]
+        #expect(throws: (any Error).self) { try pair.embedded.commit(denied) }
+        #expect { try pair.postgres.commit(denied) } throws: { ($0 as? CoreDataError)?.code == .validationRelationshipDeniedDelete }
+        try pair.compare("denied", since: (pair.positions[0].embedded.1, pair.positions[0].postgres.1))
+        var both = HubBatch(origin: "s1")
+        both.deletes = [p, o]
+        try pair.commit(both, "part, then owner")
+        #expect(try pair.postgres.allObjects().isEmpty)
     }
 }
