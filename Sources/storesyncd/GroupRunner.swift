@@ -143,9 +143,12 @@ final class GroupRunner {
 
     /// This host's name in a shared hub (`host_name`).
     let hostName: String
-    /// Called on the group's queue each time a PostgreSQL hub opens, with its
-    /// notification channel: the daemon starts listening on it.
-    var onHubOpened: ((String) -> Void)?
+    /// Called on the group's queue each time a PostgreSQL hub opens or its
+    /// connection is re-established, with its notification channel and the
+    /// server process of the hub's session: the daemon listens on the
+    /// channel and ignores the notifications of this daemon's own commits
+    /// (its round pushed them to this host's stores already).
+    var onHubSession: ((_ channel: String, _ processID: Int32?) -> Void)?
 
     // Only touched on `queue`.
     /// The hub could not be reached: the reason and since when (nil: reachable).
@@ -239,7 +242,7 @@ final class GroupRunner {
         logger.info("group open", metadata: ["stores": "\(configuration.stores.count)", "hub": "\(hubServer)"])
         if let hub = group.hub as? PostgreSQLHub {
             hubReachable()
-            onHubOpened?(hub.notificationChannel)
+            onHubSession?(hub.notificationChannel, Self.backendProcessID(hub))
         }
     }
 
@@ -272,10 +275,17 @@ final class GroupRunner {
         do {
             try hub.connection.reconnect()
             logger.info("hub reconnected", metadata: ["hub": "\(hubServer)"])
+            onHubSession?(hub.notificationChannel, Self.backendProcessID(hub))
         } catch {
             hubUnreachable("\(error)")
             throw error
         }
+    }
+
+    /// The server process of the hub's session (`pg_backend_pid()`): a
+    /// notification from it is this daemon's own commit.
+    static func backendProcessID(_ hub: PostgreSQLHub) -> Int32? {
+        (try? hub.connection.execute("SELECT pg_backend_pid()").int64(0, 0)).flatMap { $0 }.map { Int32(truncatingIfNeeded: $0) }
     }
 
     /// After a job: a PostgreSQL hub whose connection is gone is unreachable.

@@ -82,6 +82,8 @@ final class SharedHubDaemonTests: XCTestCase {
         XCTAssertEqual(hub["host_name"]?.string, "a")
         XCTAssertEqual(hub["server"]?.string, PostgreSQLHubSettings(uri: uri).serverDescription)
         XCTAssertEqual(hub["notifications"]?["state"]?.string, "listening")
+        // a1's save was host a's own commit: its notification was not a job.
+        XCTAssertGreaterThan(hub["notifications"]?["ignored_own"]?.int ?? 0, 0, hub.text)
         let known = (hub["known_stores"]?.array ?? []).map { "\($0["host"]?.string ?? "?")/\($0["store"]?.string ?? "?")" }.sorted()
         XCTAssertEqual(known, ["a/a1", "a/a2", "b/b1", "b/b2"], hub.text)
         XCTAssertEqual(hub["known_stores"]?.array?.filter { $0["this_host"]?.bool == true }.count, 2)
