@@ -65,7 +65,10 @@ struct StatusCommand: ParsableCommand {
         var total = 0, ok = 0
         for group in reply["groups"]?.array ?? [] {
             let name = ControlOutput.cell(group["name"])
-            if let error = group["error"]?.string { notes.append("group \(name): \(error)") }
+            // An unreachable hub is said once, in the hub's note below, not
+            // again for the group and for each of its stores.
+            let hubDown = group["hub"]?["reachable"]?.bool == false
+            if let error = group["error"]?.string, !hubDown { notes.append("group \(name): \(error)") }
             if group["fresh"]?.bool == false {
                 let asOf = group["as_of"]?.string
                 notes.append("group \(name) is busy; shown as of its last round, \(asOf == nil ? "none yet" : ControlOutput.ago(asOf, now: now))")
@@ -84,7 +87,7 @@ struct StatusCommand: ParsableCommand {
                     lag.isNull ? "-" : "\(ControlOutput.cell(lag["transactions"])) tx, \(ControlOutput.duration(lag["seconds"]?.double ?? 0))",
                     conflicts > 0 ? ControlOutput.paint("\(conflicts)", .red) : ControlOutput.cell(store["conflicts_waiting"]),
                 ])
-                if let error = store["last_error"]?.string {
+                if let error = store["last_error"]?.string, !(hubDown && error == group["error"]?.string) {
                     notes.append("\(name)/\(ControlOutput.cell(store["name"])): \(state == "failed" ? "failed: " : "last error: ")\(error)")
                 }
             }
@@ -127,7 +130,9 @@ struct StatusCommand: ParsableCommand {
             if !reachable {
                 let since = hub["unreachable_since"]?.string.flatMap(JSONValue.date)
                     .map { " for \(ControlOutput.duration(max(0, now.timeIntervalSince($0))))" } ?? ""
-                notes.append("group \(name): hub \(ControlOutput.cell(hub["server"])) unreachable\(since); the stores go on and catch up when it returns: \(ControlOutput.cell(hub["error"]))")
+                // libpq's messages run over several lines.
+                let reason = (hub["error"]?.string ?? "-").split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: " ")
+                notes.append("group \(name): hub \(ControlOutput.cell(hub["server"])) unreachable\(since); the stores go on and catch up when it returns: \(reason)")
             }
             for store in hub["known_stores"]?.array ?? [] {
                 let host = ControlOutput.cell(store["host"])
