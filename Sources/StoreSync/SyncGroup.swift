@@ -117,7 +117,7 @@ public final class SyncGroup {
         var moved = false
         for member in members where !member.paused { moved = attempt(member) { try pull(member) } || moved }
         moved = pushAll(keepingFailureOf: Set(members.filter(\.failed).map(\.name))) || moved
-        try commitPushBookkeeping()
+        commitPushBookkeeping()
         return moved
     }
 
@@ -174,7 +174,7 @@ public final class SyncGroup {
             return try pull(changed)
         }
         pushAll(keepingFailureOf: changed.failed ? [changed.name] : [])
-        try commitPushBookkeeping()
+        commitPushBookkeeping()
     }
 
     /// The daemon's entry point when another process changed the hub (a
@@ -187,7 +187,7 @@ public final class SyncGroup {
     /// ```
     public func hubDidChange() throws {
         pushAll(keepingFailureOf: Set(members.filter(\.failed).map(\.name)))
-        try commitPushBookkeeping()
+        commitPushBookkeeping()
     }
 
     /// Pushes to every store not paused (stores at the same position
@@ -872,12 +872,36 @@ public final class SyncGroup {
     /// store's metadata is authoritative; purging only needs it not ahead)
     /// is written only once it lags by `idleAdvanceStep`, so a round that
     /// carries one small change costs no hub commit for it.
-    func commitPushBookkeeping() throws {
+    ///
+    /// A hub that cannot take it (full, unreachable) fails no round: the
+    /// stores already hold what was pushed, so the bookkeeping is kept and
+    /// tried again after the next round, and the stores it was for show the
+    /// error meanwhile (until then their pending objects and a first push
+    /// are written again: the same values).
+    func commitPushBookkeeping() {
         guard !pushBookkeeping.isEmpty else { return }
         let entries = pushBookkeeping
         pushBookkeeping = [:]
+        do {
+            if try writePushBookkeeping(entries) { statistics.hubCommits += 1 }
+        } catch {
+            for (name, entry) in entries {
+                let newer = pushBookkeeping[name]
+                pushBookkeeping[name] = (max(entry.pushedThrough, newer?.pushedThrough ?? 0),
+                                         entry.fullPushDone || (newer?.fullPushDone ?? false),
+                                         entry.pendingWritten.union(newer?.pendingWritten ?? []))
+                if let member = members.first(where: { $0.name == name }) {
+                    member.lastError = "the hub could not record what was pushed to store \(name): \(error)"
+                    member.failed = true
+                }
+            }
+        }
+    }
+
+    /// Commits the bookkeeping; false when none of it needed a commit.
+    private func writePushBookkeeping(_ entries: [String: (pushedThrough: Int64, fullPushDone: Bool, pendingWritten: Set<UUID>)]) throws -> Bool {
         // The cursors are read and written back together.
-        let committed: Bool = try hub.transaction {
+        try hub.transaction {
             var batch = HubBatch(origin: nil)
             for (name, entry) in entries.sorted(by: { $0.key < $1.key }) {
                 guard var cursor = try hub.cursor(for: name) else { continue }
@@ -893,7 +917,6 @@ public final class SyncGroup {
             try hub.commit(batch)
             return true
         }
-        if committed { statistics.hubCommits += 1 }
     }
 
     /// How far the hub may move past a store that receives nothing before its

@@ -194,6 +194,73 @@ import Testing
         try group.close()
     }
 
+    /// The embedded hub, refusing the commits that only record what pushes
+    /// did (no objects, no pull's origin) while `refusing` is set: a hub
+    /// that fills up or goes away right after the round's pushes.
+    final class BookkeepingRefusingHub: SyncHub {
+        let inner: EmbeddedHub
+        var refusing = false
+        var refused = 0
+        init(_ inner: EmbeddedHub) { self.inner = inner }
+        func currentPosition() throws -> Int64 { try inner.currentPosition() }
+        func state(of object: UUID) throws -> ObjectState? { try inner.state(of: object) }
+        func states(of objects: [UUID]) throws -> [UUID: ObjectState] { try inner.states(of: objects) }
+        func allObjects() throws -> [UUID] { try inner.allObjects() }
+        func changes(after position: Int64) throws -> [HubChange] { try inner.changes(after: position) }
+        func changes(after position: Int64, excludingOrigin: String?, changeLimit: Int) throws -> (changes: [HubChange], through: Int64) {
+            try inner.changes(after: position, excludingOrigin: excludingOrigin, changeLimit: changeLimit)
+        }
+        func cursor(for store: String) throws -> SyncCursor? { try inner.cursor(for: store) }
+        func pending(for store: String) throws -> Set<UUID> { try inner.pending(for: store) }
+        func conflicts(store: String?, includingResolved: Bool) throws -> [SyncConflict] { try inner.conflicts(store: store, includingResolved: includingResolved) }
+        func commit(_ batch: HubBatch) throws -> Int64 {
+            if refusing && batch.origin == nil && batch.inserts.isEmpty && batch.updates.isEmpty && batch.deletes.isEmpty {
+                refused += 1
+                throw CoreDataError(.persistentStoreSave, "database or disk is full (simulated)")
+            }
+            return try inner.commit(batch)
+        }
+        func purgeHistory(through position: Int64, committedBefore: Date?) throws { try inner.purgeHistory(through: position, committedBefore: committedBefore) }
+        func close() throws { try inner.close() }
+    }
+
+    /// Issue 15's gap: the round's push bookkeeping failing to commit used to
+    /// make `runRound()` throw after the stores had their data. Now the round
+    /// completes, the stores it was for say why, the bookkeeping is kept, and
+    /// once the hub takes it the group is idle and every store ok.
+    @Test func pushBookkeepingTheHubCannotTakeFailsNoRoundAndIsKept() throws {
+        let directory = try SyncFixtures.directory()
+        let state = directory.appendingPathComponent("state")
+        let model = SyncFixtures.model()
+        let configuration = SyncGroupConfiguration(name: "test", model: model, stateDirectory: state,
+                                                   stores: (1...2).map { SyncStoreConfiguration(name: "s\($0)", url: directory.appendingPathComponent("s\($0).sqlite"), policy: .objectTrump) })
+        let hub = BookkeepingRefusingHub(try EmbeddedHub(model: model, directory: state))
+        let group = try SyncGroup(configuration: configuration, hub: hub)
+        let app = try SyncFixtures.app(directory.appendingPathComponent("s1.sqlite"))
+        try app.performAndWait {
+            try app.insertNewObject(forEntityName: "Record").setValue("first", forKey: "name")
+            try app.save()
+        }
+        // The stores' first pushes need bookkeeping (the hub records that each had its full push).
+        hub.refusing = true
+        try group.runRound()
+        #expect(hub.refused >= 1)
+        #expect(try group.hub.cursor(for: "s2")?.needsFullPush == true, "nothing recorded while the hub refused")
+        let statuses = try group.status()
+        for status in statuses {
+            #expect(status.lastError?.contains("could not record what was pushed") == true && status.lastError?.contains("simulated") == true,
+                    "\(status.name): \(status.lastError ?? "no error")")
+        }
+        #expect(try SyncFixtures.contents(directory.appendingPathComponent("s2.sqlite")).values.compactMap { $0["name"] } == [ObjectState.canonical("first")],
+                "the push itself reached s2")
+
+        hub.refusing = false
+        try group.runUntilIdle()
+        #expect(try group.hub.cursor(for: "s2")?.needsFullPush == false, "the kept bookkeeping was committed")
+        #expect(try group.status().allSatisfy { $0.state == .ok && $0.lastError == nil })
+        try group.close()
+    }
+
     /// A store only its application writes receives nothing from the hub;
     /// its received position still moves on (so the engine does not read
     /// the hub's history from its start on every round), and a change made
