@@ -97,7 +97,46 @@ public final class PostgreSQLHub: SyncHub {
     /// Runs body in one SERIALIZABLE transaction, retried from the start on
     /// serialisation failure; inside an open one, just runs it.
     public func transaction<T>(_ body: () throws -> T) throws -> T {
-        try connection.transaction(.serializable, body)
+        try writing { try connection.transaction(.serializable, body) }
+    }
+
+    /// Set when the connection broke: the next operation opens a new session first.
+    private var needsReconnect = false
+
+    private func reconnectIfNeeded() throws {
+        guard needsReconnect || !connection.isConnected else { return }
+        try connection.reconnect()
+        try connection.execute("SET extra_float_digits = 3")
+        needsReconnect = false
+    }
+
+    /// A write (or a transaction the engine opened) on a broken connection
+    /// fails; it is not tried again, since it may have committed before the
+    /// connection broke and its decisions were made against what it read.
+    /// The next operation reconnects.
+    private func writing<T>(_ body: () throws -> T) throws -> T {
+        if connection.isInTransaction { return try body() }
+        try reconnectIfNeeded()
+        do {
+            return try body()
+        } catch let error as PostgreSQLError where error.isConnectionFailure {
+            needsReconnect = true
+            throw error
+        }
+    }
+
+    /// A read outside a transaction on a broken connection (the server
+    /// restarted, a failover) reconnects and is read again once.
+    private func retryingRead<T>(_ body: () throws -> T) throws -> T {
+        if connection.isInTransaction { return try body() }
+        try reconnectIfNeeded()
+        do {
+            return try body()
+        } catch let error as PostgreSQLError where error.isConnectionFailure {
+            needsReconnect = true
+            try reconnectIfNeeded()
+            return try body()
+        }
     }
 
     /// Runs body against one snapshot of the hub (REPEATABLE READ), so every
@@ -106,18 +145,20 @@ public final class PostgreSQLHub: SyncHub {
     /// with a serialisation failure, and body runs again.
     public func snapshot<T>(_ body: () throws -> T) throws -> T {
         if connection.isInTransaction { return try body() }
-        return try connection.transaction(.repeatableRead, body)
+        return try writing { try connection.transaction(.repeatableRead, body) }
     }
 
-    /// A read of several statements sees one snapshot.
+    /// A read of several statements sees one snapshot (and is read again
+    /// after a reconnect: it writes nothing).
     private func reading<T>(_ body: () throws -> T) throws -> T {
-        try snapshot(body)
+        if connection.isInTransaction { return try body() }
+        return try retryingRead { try connection.transaction(.repeatableRead, body) }
     }
 
     // MARK: - Reading
 
     public func currentPosition() throws -> Int64 {
-        try connection.execute("SELECT position FROM \(schema.qualified("state"))").int64(0, 0) ?? 0
+        try retryingRead { try connection.execute("SELECT position FROM \(schema.qualified("state"))").int64(0, 0) ?? 0 }
     }
 
     public func state(of object: UUID) throws -> ObjectState? {
@@ -261,16 +302,16 @@ public final class PostgreSQLHub: SyncHub {
     }
 
     public func cursor(for store: String) throws -> SyncCursor? {
-        let result = try connection.execute("""
+        let result = try retryingRead { try connection.execute("""
             SELECT pulled_through, base, pushed_through, needs_full_push FROM \(schema.qualified("cursors")) WHERE host = $1 AND store = $2
-            """, [host, store])
+            """, [host, store]) }
         guard result.rowCount > 0 else { return nil }
         return SyncCursor(store: store, pulledThrough: result.int64(0, 0) ?? 0, base: result.int64(0, 1) ?? 0,
                           pushedThrough: result.int64(0, 2) ?? 0, needsFullPush: result.bool(0, 3) ?? false)
     }
 
     public func pending(for store: String) throws -> Set<UUID> {
-        let result = try connection.execute("SELECT gid FROM \(schema.qualified("pending")) WHERE host = $1 AND store = $2", [host, store])
+        let result = try retryingRead { try connection.execute("SELECT gid FROM \(schema.qualified("pending")) WHERE host = $1 AND store = $2", [host, store]) }
         return Set((0..<result.rowCount).compactMap { result.uuid($0, 0) })
     }
 
@@ -282,7 +323,7 @@ public final class PostgreSQLHub: SyncHub {
         var parameters: [(any PostgreSQLParameter)?] = [host]
         if let store { sql += " AND store = $2"; parameters.append(store) }
         if !includingResolved { sql += " AND resolution IS NULL" }
-        let result = try connection.execute(sql + " ORDER BY number", parameters)
+        let result = try retryingRead { try connection.execute(sql + " ORDER BY number", parameters) }
         func values(_ row: Int, _ column: Int) throws -> [String: String] {
             try JSONSerialization.jsonObject(with: Data((result.string(row, column) ?? "{}").utf8)) as? [String: String] ?? [:]
         }
@@ -297,10 +338,10 @@ public final class PostgreSQLHub: SyncHub {
 
     /// Every store of the group the hub knows, of every host.
     public func knownStores() throws -> [StoreRecord] {
-        let result = try connection.execute("""
+        let result = try retryingRead { try connection.execute("""
             SELECT host, store, pulled_through, base, pushed_through, needs_full_push, extract(epoch FROM last_seen)::double precision \
             FROM \(schema.qualified("cursors")) ORDER BY host, store
-            """)
+            """) }
         return (0..<result.rowCount).map { i in
             StoreRecord(host: result.string(i, 0) ?? "", store: result.string(i, 1) ?? "", pulledThrough: result.int64(i, 2) ?? 0,
                         base: result.int64(i, 3) ?? 0, pushedThrough: result.int64(i, 4) ?? 0, needsFullPush: result.bool(i, 5) ?? false,

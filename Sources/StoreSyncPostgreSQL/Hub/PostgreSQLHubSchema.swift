@@ -121,7 +121,7 @@ struct PostgreSQLHubSchema {
         for entity in model.entities {
             for case let rel as RelationshipDescription in entity.directProperties where rel.isToMany && !rel.isTransient {
                 let key = Self.key(rel)
-                guard let destination = rel.destinationEntity else {
+                guard rel.destinationEntity != nil else {
                     throw CoreDataError(.coreData, "\(entity.name).\(rel.name) has no destination entity")
                 }
                 if let inverse = rel.inverseRelationship, !inverse.isToMany {
@@ -131,7 +131,6 @@ struct PostgreSQLHubSchema {
                     toManyByKey[key] = .derived(table: table, column: inverse.name, orderColumn: rel.isOrdered ? "_order_" + inverse.name : nil)
                     continue
                 }
-                _ = destination
                 // The side whose entity and name sort first owns the table's name.
                 var first = rel
                 var second = rel.inverseRelationship

@@ -562,11 +562,10 @@ final class PostgreSQLHubWorkspace {
             guard let state = joins[join.name] else { continue }
             var gone: [Pair] = []
             var put: [(Pair, Orders)] = []
-            for (pair, orders) in state.original where state.current[pair] == nil {
+            for pair in state.original.keys where state.current[pair] == nil {
                 gone.append(pair)
                 flag(pair.a)
                 if join.second != nil { flag(pair.b) }
-                _ = orders
             }
             for (pair, orders) in state.current where state.original[pair] != orders {
                 put.append((pair, orders))

@@ -29,7 +29,7 @@ import ObjectGraph
 /// ```
 enum PostgreSQLValueCodec {
     /// Made once: a locale per decoded decimal was most of a large read's time.
-    nonisolated(unsafe) static let posix = Locale(identifier: "en_US_POSIX")
+    static let posix = Locale(identifier: "en_US_POSIX")
 
     /// The column type of an attribute type.
     /// - Throws: 134060 for types that have no stored value (undefined, objectID).

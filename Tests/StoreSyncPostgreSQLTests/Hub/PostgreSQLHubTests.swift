@@ -321,4 +321,30 @@ struct PostgreSQLHubTests {
         guard case .members(let of1)? = try hub.state(of: s1)?.values["playlists"] else { Issue.record("no playlists"); return }
         #expect(of1 == [p])
     }
+
+    /// The server ends the hub's session (a restart, a failover): a read
+    /// reconnects and is read again; a commit fails (it may have committed
+    /// before the connection broke, and decided on what it read) and the
+    /// next one reconnects.
+    @Test func aBrokenSessionIsReopenedByTheNextOperation() throws {
+        let group = TestPostgreSQL.uniqueGroupName()
+        defer { try? TestPostgreSQL.dropSchema("storesync_" + group) }
+        let hub = try PostgreSQLHubFixtures.hub(group: group)
+        defer { try? hub.close() }
+        let admin = try PostgreSQLConnection(try TestPostgreSQL.requireConninfo())
+        defer { admin.close() }
+        func terminate() throws {
+            let pid = try #require(try hub.connection.execute("SELECT pg_backend_pid()").int64(0, 0))
+            try admin.execute("SELECT pg_terminate_backend($1::integer)", [pid])
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        var batch = HubBatch(origin: "s1")
+        batch.inserts = [(UUID(), ObjectState(entityName: "Tag", values: [:]))]
+        let position = try hub.commit(batch)
+        try terminate()
+        #expect(try hub.currentPosition() == position)
+        try terminate()
+        #expect { try hub.commit(batch) } throws: { ($0 as? PostgreSQLError)?.isConnectionFailure == true }
+        #expect(try hub.commit(batch) == position + 1)
+    }
 }
