@@ -242,7 +242,8 @@ final class GroupRunner {
         logger.info("group open", metadata: ["stores": "\(configuration.stores.count)", "hub": "\(hubServer)"])
         if let hub = group.hub as? PostgreSQLHub {
             hubReachable()
-            onHubSession?(hub.notificationChannel, Self.backendProcessID(hub))
+            hubSessionProcessID = nil
+            refreshHubSession(group)
         }
     }
 
@@ -267,19 +268,36 @@ final class GroupRunner {
         logger.notice("hub reachable again", metadata: ["hub": "\(hubServer)", "unreachable_s": "\(Int(Date().timeIntervalSince(failure.since).rounded()))"])
     }
 
-    /// A PostgreSQL hub whose connection broke is reconnected before a job
-    /// (PostgreSQLHub does not do it by itself). Throws the reason it is
-    /// still unreachable.
+    /// A PostgreSQL hub whose connection broke is reconnected before a job,
+    /// so a hub still out of reach ends the job at once instead of failing
+    /// every store in turn. PostgreSQLHub reopens a broken session by
+    /// itself at its next operation (setting the session up as it does at
+    /// open): one read makes it. Throws the reason it is still unreachable.
     private func ensureConnected(_ group: SyncGroup) throws {
         guard let hub = group.hub as? PostgreSQLHub, !hub.connection.isConnected else { return }
         do {
-            try hub.connection.reconnect()
+            _ = try hub.currentPosition()
             logger.info("hub reconnected", metadata: ["hub": "\(hubServer)"])
-            onHubSession?(hub.notificationChannel, Self.backendProcessID(hub))
+            hubReachable()
+            refreshHubSession(group)
         } catch {
             hubUnreachable("\(error)")
             throw error
         }
+    }
+
+    /// The hub session's server process as last told to the listener.
+    private var hubSessionProcessID: Int32?
+
+    /// Tells the daemon the hub session's server process when it changed
+    /// (PostgreSQLHub reconnects by itself on a read, unseen by the runner,
+    /// so it is read after every job: one round trip).
+    private func refreshHubSession(_ group: SyncGroup) {
+        guard let hub = group.hub as? PostgreSQLHub, hub.connection.isConnected else { return }
+        let processID = Self.backendProcessID(hub)
+        guard processID != hubSessionProcessID else { return }
+        hubSessionProcessID = processID
+        onHubSession?(hub.notificationChannel, processID)
     }
 
     /// The server process of the hub's session (`pg_backend_pid()`): a
@@ -548,6 +566,7 @@ final class GroupRunner {
             failure = "\(error)"
         }
         noteHubState(group, failure: failure)
+        refreshHubSession(group)
         if failure == nil, group.hub is PostgreSQLHub, hubFailure == nil, case .round = work { hubWasDown = false }
         // The records follow the hub (whatever the round did: a store that
         // failed leaves the others' changes in it). Before the purge below,

@@ -180,7 +180,8 @@ final class SharedHubDaemonTests: XCTestCase {
     /// private cluster, stopped while both daemons run and writers save on
     /// both hosts: `storesyncctl status` shows the hub unreachable and exits
     /// 1 while the stores stay writable; started again, both hosts converge
-    /// with nothing lost.
+    /// with nothing lost. Both hosts reach it over TCP as the password role
+    /// (`storesync`, scram-sha-256), the password in `hub_password_file`.
     func testServerStoppedMidRunStopsNothingLocalAndBothHostsCatchUp() throws {
         try XCTSkipUnless(TestPostgreSQL.isAvailable, "no test PostgreSQL server: run `scripts/postgres start` and export the variable it prints")
         let cluster = try Cluster()
@@ -189,10 +190,12 @@ final class SharedHubDaemonTests: XCTestCase {
         let directory = try Daemon.temporaryDirectory()
         var keep = false
         defer { if !keep { try? FileManager.default.removeItem(at: directory) } }
-        let a = try Host(name: "a", in: directory, group: group, hub: cluster.uri, stores: ["a1", "a2"], policies: ["store-trump", "overwrite"],
-                         pollInterval: "2s")
-        let b = try Host(name: "b", in: directory, group: group, hub: cluster.uri, stores: ["b1", "b2"], policies: ["object-trump", "rollback"],
-                         pollInterval: "2s")
+        let passwordFile = directory.appendingPathComponent("hub.pw")
+        try Data("\(Cluster.password)\n".utf8).write(to: passwordFile)
+        let a = try Host(name: "a", in: directory, group: group, hub: cluster.tcpURI, stores: ["a1", "a2"], policies: ["store-trump", "overwrite"],
+                         pollInterval: "2s", passwordFile: passwordFile)
+        let b = try Host(name: "b", in: directory, group: group, hub: cluster.tcpURI, stores: ["b1", "b2"], policies: ["object-trump", "rollback"],
+                         pollInterval: "2s", passwordFile: passwordFile)
         let hosts = [a, b]
         for host in hosts { try host.start() }
         for host in hosts {
@@ -291,7 +294,8 @@ final class SharedHubDaemonTests: XCTestCase {
         var socket: String { directory.appendingPathComponent("run/control.sock").path }
         var log: String { daemon?.log ?? "" }
 
-        init(name: String, in parent: URL, group: String, hub: String, stores names: [String], policies: [String], pollInterval: String) throws {
+        init(name: String, in parent: URL, group: String, hub: String, stores names: [String], policies: [String], pollInterval: String,
+             passwordFile: URL? = nil) throws {
             self.name = name
             directory = parent.appendingPathComponent("host-\(name)")
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -318,6 +322,7 @@ final class SharedHubDaemonTests: XCTestCase {
             model = "\(WorkloadModel.modelFileName)"
             hub = "\(hub)"
             hub_poll_interval = "\(pollInterval)"
+            \(passwordFile.map { "hub_password_file = \"\($0.path)\"" } ?? "")
 
             """
             for (store, policy) in zip(names, policies) {
@@ -368,6 +373,9 @@ final class SharedHubDaemonTests: XCTestCase {
         let directory: URL
         let port: Int
         var uri: String { "postgresql://postgres@/postgres?host=\(directory.path)&port=\(port)" }
+        /// The password role over TCP (scripts/postgres makes it, with CREATE on database postgres).
+        var tcpURI: String { "postgresql://storesync@127.0.0.1:\(port)/postgres" }
+        static let password = "storesync-test"
         var conninfo: String { "host=\(directory.path) port=\(port) user=postgres dbname=postgres" }
         private var running = false
 
