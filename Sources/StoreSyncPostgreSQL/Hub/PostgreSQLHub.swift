@@ -371,6 +371,8 @@ public final class PostgreSQLHub: SyncHub {
         for (_, state) in batch.inserts { named += Self.references(state.values) }
         for (_, values) in batch.updates { named += Self.references(values) }
         try workspace.load(named)
+        // The destinations of deleted objects' to-ones (their delete rules reach them).
+        try workspace.load(batch.deletes.compactMap { workspace.rows[$0] }.flatMap { $0.values.values.compactMap { $0 as? UUID } })
         try preloadMemberships(workspace, named.filter { workspace.rows[$0] != nil })
         for (gid, state) in batch.inserts { try workspace.insert(gid, entityName: state.entityName) }
         for (gid, state) in batch.inserts { try workspace.apply(state.values, to: gid) }

@@ -432,9 +432,11 @@ final class PostgreSQLHubWorkspace {
                     continue
                 }
             }
-            // Its join rows go with it, whatever the rule.
+            // Its join rows go with it, whatever the rule (only the tables its entity is in: no statement for the others).
             for join in schema.joinTables {
                 for sideA in [true, false] {
+                    let sideEntity = sideA ? join.first.entity : (join.second?.entity ?? join.first.destinationEntity)
+                    guard let sideEntity, row.entity.isKindOf(entity: sideEntity) else { continue }
                     try loadJoin(join, sideA: sideA, [next])
                     let state = joinState(join)
                     for other in (sideA ? state.byA[next] : state.byB[next]) ?? [] {
