@@ -140,8 +140,9 @@ final class SharedHubDaemonTests: XCTestCase {
         for kill in 1...kills {
             let host = hosts[Int.random(in: 0..<2, using: &rng)]
             if Int.random(in: 0..<4, using: &rng) == 0 {
-                // During start-up: opening the hub and the stores, the first round.
-                usleep(useconds_t(Int.random(in: 0...300, using: &rng) * 1000))
+                // During start-up: opening the hub and the stores, the first
+                // round (a local server opens in well under 300 ms).
+                usleep(useconds_t(Int.random(in: 0...120, using: &rng) * 1000))
             } else {
                 XCTAssertTrue(host.waitReady(timeout: 60), "\(label): host \(host.name) not ready before kill \(kill)\n\(host.log)")
                 usleep(useconds_t(Int.random(in: 0...1500, using: &rng) * 1000))
@@ -268,6 +269,9 @@ final class SharedHubDaemonTests: XCTestCase {
                 return status.exit == 0
             }, "host \(host.name) never in sync again: \(reply?.text ?? "-")")
             XCTAssertEqual(reply?["groups"]?.array?.first?["hub"]?["reachable"]?.bool, true)
+            // The notification connection came back too (reconnected with its back-off).
+            XCTAssertEqual(reply?["groups"]?.array?.first?["hub"]?["notifications"]?["state"]?.string, "listening", reply?.text ?? "-")
+            XCTAssertTrue(host.log.contains("hub notifications restored"), host.log)
         }
         for host in hosts { XCTAssertEqual(host.stop(), 0, "SIGTERM on host \(host.name)\n\(host.log)") }
         let hub = try PostgreSQLHub(model: model, conninfo: cluster.conninfo, group: group, host: "checker")
