@@ -95,6 +95,12 @@ final class SharedHubDaemonTests: XCTestCase {
             XCTAssertTrue(human.stdout.contains(text), "'\(text)' missing from:\n\(human.stdout)")
         }
 
+        // The change-log stream reads the embedded hub's file: refused, saying so.
+        let log = try ControlClient(path: a.socket, timeout: 10).request(["op": "log", "group": .string(group)])
+        XCTAssertEqual(log["ok"]?.bool, false, log.text)
+        XCTAssertEqual(log["error"]?["code"]?.string, "unsupported", log.text)
+        XCTAssertTrue(log["error"]?["message"]?.string?.contains("keeps its hub in PostgreSQL") == true, log.text)
+
         XCTAssertEqual(a.stop(), 0, a.log)
         XCTAssertEqual(b.stop(), 0, b.log)
     }
