@@ -288,6 +288,42 @@ final class SharedHubDaemonTests: XCTestCase {
         XCTAssertTrue(report.isClean, "\(report.summary)\n\(report.json)\nkept in \(directory.path)")
     }
 
+    /// Issue 19: a hub that cannot be reached at start-up stops nothing: the
+    /// daemon gets ready (stores watched, control socket up), status says the
+    /// hub is unreachable (exit 1), an application saves meanwhile; once the
+    /// server is up the fallback poll opens the hub and the save reaches the
+    /// other store.
+    func testHubUnreachableAtStartDaemonStartsAnywayAndSyncsOnceItIsUp() throws {
+        try XCTSkipUnless(TestPostgreSQL.isAvailable, "no test PostgreSQL server: run `scripts/postgres start` and export the variable it prints")
+        let cluster = try Cluster(started: false)
+        defer { cluster.remove() }
+        let directory = try Daemon.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let host = try Host(name: "a", in: directory, group: TestPostgreSQL.uniqueGroupName(), hub: cluster.uri, stores: ["a1", "a2"],
+                            policies: ["store-trump", "overwrite"], pollInterval: "1s")
+        try host.start()
+        XCTAssertTrue(host.waitReady(timeout: 60), "not ready without its hub\n\(host.log)")
+        XCTAssertTrue(host.log.contains("hub unreachable; the stores are synced once it can be opened"), host.log)
+        let down = try host.status()
+        XCTAssertEqual(down.exit, 1, down.reply?.text ?? "-")
+        let hub = down.reply?["groups"]?.array?.first?["hub"]
+        XCTAssertEqual(hub?["reachable"]?.bool, false, down.reply?.text ?? "-")
+        XCTAssertEqual(hub?["notifications"]?["state"]?.string, "not-started", down.reply?.text ?? "-")
+        try Self.saveRecord(at: host.url("a1"), name: "saved-while-down", a: 7)
+
+        try cluster.start()
+        let arrived = try Daemon.wait(timeout: 60) { try Self.records(host.url("a2"))["saved-while-down"] == 7 }
+        XCTAssertTrue(arrived, "the save made while the hub was down did not reach a2\n\(host.log)")
+        XCTAssertTrue(host.log.contains("msg=\"group open\""), host.log)
+        var reply: JSONValue?
+        XCTAssertTrue(try Daemon.wait(timeout: 30) {
+            let status = try host.status()
+            reply = status.reply
+            return status.exit == 0 && status.reply?["groups"]?.array?.first?["hub"]?["notifications"]?["state"]?.string == "listening"
+        }, "never in sync and listening: \(reply?.text ?? "-")")
+        XCTAssertEqual(host.stop(), 0, host.log)
+    }
+
     // MARK: - Support
 
     /// One simulated host: a directory of its own (configuration, state,
@@ -389,11 +425,11 @@ final class SharedHubDaemonTests: XCTestCase {
         var conninfo: String { "host=\(directory.path) port=\(port) user=postgres dbname=postgres" }
         private var running = false
 
-        init() throws {
+        init(started: Bool = true) throws {
             // Short: the server's socket is <dir>/.s.PGSQL.<port>, under 108 bytes.
             directory = URL(fileURLWithPath: "/tmp/storesync-pg-\(UUID().uuidString.prefix(8).lowercased())")
             port = try Self.freePort()
-            try start()
+            if started { try start() }
         }
 
         func start() throws {
