@@ -240,7 +240,7 @@ final class GroupRunner {
             _ = repeatedErrors.failed("store:\(store.name)", reason: reason)
         }
         logger.info("group open", metadata: ["stores": "\(configuration.stores.count)", "hub": "\(hubServer)"])
-        if let hub = group.hub as? PostgreSQLHub {
+        if group.hub is PostgreSQLHub {
             hubReachable()
             hubSessionProcessID = nil
             refreshHubSession(group)
