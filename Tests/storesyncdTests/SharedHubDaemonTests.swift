@@ -95,6 +95,27 @@ final class SharedHubDaemonTests: XCTestCase {
             XCTAssertTrue(human.stdout.contains(text), "'\(text)' missing from:\n\(human.stdout)")
         }
 
+        // No busy polling: idle, with LISTEN on its socket and the poll at
+        // 60 s, a daemon uses next to no CPU.
+        for host in [a, b] {
+            let before = try XCTUnwrap(Self.cpuSeconds(host.daemon!.process.processIdentifier))
+            Thread.sleep(forTimeInterval: 3)
+            let used = try XCTUnwrap(Self.cpuSeconds(host.daemon!.process.processIdentifier)) - before
+            XCTAssertLessThan(used, 0.3, "host \(host.name)'s idle daemon used \(used) s of CPU in 3 s")
+            print("host \(host.name) idle: \(String(format: "%.3f", used)) s CPU in 3 s")
+        }
+
+        // A reload closes the listener with the groups and opens it again.
+        let reload = try Daemon.ctl(["reload", "--wait", "--socket", b.socket])
+        XCTAssertEqual(reload.status, 0, reload.stdout + reload.stderr)
+        XCTAssertTrue(b.tail!.wait(timeout: 30) { $0.components(separatedBy: "listening for hub notifications").count == 3 }, b.log)
+        start = Date()
+        try Self.saveRecord(at: a.url("a2"), name: "after-reload", a: 3)
+        arrived = try Daemon.wait(timeout: 30) { try Self.records(b.url("b1"))["after-reload"] == 3 }
+        elapsed = Date().timeIntervalSince(start)
+        XCTAssertTrue(arrived, "a2's save did not reach b1 after b's reload\n\(b.log)")
+        XCTAssertLessThan(elapsed, 15, "a2's save took \(elapsed) s to reach b1 after b's reload")
+
         // The change-log stream reads the embedded hub's file: refused, saying so.
         let log = try ControlClient(path: a.socket, timeout: 10).request(["op": "log", "group": .string(group)])
         XCTAssertEqual(log["ok"]?.bool, false, log.text)
@@ -517,6 +538,16 @@ final class SharedHubDaemonTests: XCTestCase {
         let database = fields.removeValue(forKey: "dbname") ?? ""
         let query = fields.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value.addingPercentEncoding(withAllowedCharacters: allowed) ?? $0.value)" }
         return "postgresql://\(user)/\(database)" + (query.isEmpty ? "" : "?" + query.joined(separator: "&"))
+    }
+
+    /// User and system CPU time a process has used (/proc/PID/stat).
+    static func cpuSeconds(_ pid: Int32) -> Double? {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = text.lastIndex(of: ")") else { return nil }
+        // After "(comm)": state is field 3; utime and stime are fields 14 and 15.
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 
     /// name → `a` of every Record in a store, read fresh.
