@@ -321,8 +321,12 @@ final class Daemon {
     func statusLine() -> String {
         let stores = latest.values.flatMap(\.stores)
         let total = runners.reduce(0) { $0 + $1.settings.stores.count }
-        guard !stores.isEmpty else { return "\(runners.count) group\(runners.count == 1 ? "" : "s"), \(total) stores: starting" }
-        let count = { (state: SyncStoreStatus.State) in stores.filter { $0.state == state }.count }
+        // A group whose PostgreSQL hub was never reached has failed rounds
+        // but no store statuses: its stores count as failed.
+        let unreported = latest.values.filter { $0.stores.isEmpty && $0.error != nil }
+            .reduce(0) { sum, summary in sum + (runners.first { $0.name == summary.group }?.settings.stores.count ?? 0) }
+        guard !stores.isEmpty || unreported > 0 else { return "\(runners.count) group\(runners.count == 1 ? "" : "s"), \(total) stores: starting" }
+        let count = { (state: SyncStoreStatus.State) in stores.filter { $0.state == state }.count + (state == .failed ? unreported : 0) }
         let conflicts = stores.reduce(0) { $0 + $1.conflictsWaiting }
         return "\(runners.count) group\(runners.count == 1 ? "" : "s"), \(total) stores: \(count(.ok)) ok, \(count(.catchingUp)) catching up, "
             + "\(count(.paused)) paused, \(count(.failed)) failed; \(conflicts) conflict\(conflicts == 1 ? "" : "s") waiting"
