@@ -163,6 +163,8 @@ let package = Package(
             name: "storesyncd",
             dependencies: [
                 "StoreSync",
+                // A group's hub in PostgreSQL (issue 19): the daemon links it, the engine does not.
+                "StoreSyncPostgreSQL",
                 "ObjectGraph",
                 "CLibUV",
                 "StoreSyncConfig",
@@ -179,7 +181,9 @@ let package = Package(
         // notify, end to end); ObjectGraph writes the stores it syncs.
         .testTarget(
             name: "storesyncdTests",
-            dependencies: ["storesyncd", "storesyncctl", "ObjectGraph", "StoreSyncControl", "CSQLite", "SyncWorkload", "storesync-writer"],
+            // StoreSyncPostgreSQL: the shared-hub tests read the hub to check the workload.
+            dependencies: ["storesyncd", "storesyncctl", "ObjectGraph", "StoreSyncControl", "CSQLite", "SyncWorkload", "storesync-writer",
+                           "StoreSyncPostgreSQL"],
             swiftSettings: swift5
         ),
         .executableTarget(

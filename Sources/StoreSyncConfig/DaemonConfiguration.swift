@@ -91,6 +91,159 @@ public struct ExportSettings: Equatable {
     }
 }
 
+/// Where a group's hub lives: `hub` absent, the embedded hub in the state
+/// directory; `hub = "postgresql://…"`, a PostgreSQL database that the
+/// daemons of several hosts share (docs/DAEMON.md, "PostgreSQL hub").
+public enum HubSettings: Equatable {
+    case embedded
+    case postgreSQL(PostgreSQLHubSettings)
+
+    /// The PostgreSQL settings, nil for the embedded hub.
+    public var postgreSQL: PostgreSQLHubSettings? {
+        if case .postgreSQL(let settings) = self { return settings }
+        return nil
+    }
+}
+
+/// A group's `hub = "postgresql://…"` with `hub_password_file` and
+/// `hub_poll_interval`, validated. The URI never holds a password (the
+/// reader refuses one); it comes from the file, read at every connection so
+/// a rotated password is picked up, or from libpq's own `PGPASSWORD` /
+/// `PGPASSFILE` / `~/.pgpass`.
+///
+/// ```swift
+/// let settings = PostgreSQLHubSettings(uri: "postgresql://sync@db.example:5432/notes", passwordFile: URL(fileURLWithPath: "/etc/storesyncd/db.pw"))
+/// let conninfo = try settings.conninfo()   // "postgresql://sync@db.example:5432/notes?password=…&connect_timeout=10"
+/// ```
+public struct PostgreSQLHubSettings: Equatable {
+    /// The URI as configured (no password in it).
+    public var uri: String
+    public var passwordFile: URL?
+    /// Seconds between the slow fallback polls (`.hub` jobs) under LISTEN/NOTIFY.
+    public var pollInterval: TimeInterval
+    /// How long libpq may take to connect when the URI does not say
+    /// (`connect_timeout`): libpq's own default is to wait forever, and a
+    /// connection attempt holds the group's queue.
+    public static let defaultConnectTimeout = 10
+
+    public init(uri: String, passwordFile: URL? = nil, pollInterval: TimeInterval = 30) {
+        self.uri = uri
+        self.passwordFile = passwordFile
+        self.pollInterval = pollInterval
+    }
+
+    /// The server for messages and `status`: `host:port/db` from the URI
+    /// (libpq's defaults where it says nothing), never user or password.
+    public var serverDescription: String {
+        let parts = Self.parse(uri)
+        let host = parts.query["host"] ?? parts.host.map { $0.removingPercentEncoding ?? $0 } ?? "localhost"
+        let port = parts.query["port"] ?? parts.port ?? "5432"
+        let user = parts.query["user"] ?? parts.user
+        let database = parts.query["dbname"] ?? parts.database.flatMap { $0.isEmpty ? nil : ($0.removingPercentEncoding ?? $0) } ?? user ?? "(default)"
+        return "\(host):\(port)/\(database)"
+    }
+
+    /// The connection string handed to libpq: the URI, plus the password
+    /// file's first line as a `password` query parameter (percent-encoded;
+    /// libpq takes any connection keyword as a URI parameter) and
+    /// `connect_timeout` when the URI has none.
+    /// - Throws: `ConfigurationError`-like text naming the file when it
+    ///   cannot be read or its first line is empty.
+    public func conninfo() throws -> String {
+        var extra: [String] = []
+        if let passwordFile {
+            let text: String
+            do {
+                text = try String(contentsOf: passwordFile, encoding: .utf8)
+            } catch {
+                throw HubPasswordError(file: passwordFile.path, reason: "cannot read it: \((error as NSError).localizedDescription)")
+            }
+            // "\r\n" is one Character: isNewline splits LF and CRLF files alike.
+            let password = text.split(maxSplits: 1, omittingEmptySubsequences: false, whereSeparator: \.isNewline).first.map(String.init) ?? ""
+            guard !password.isEmpty else { throw HubPasswordError(file: passwordFile.path, reason: "its first line (the password) is empty") }
+            extra.append("password=" + Self.percentEncode(password))
+        }
+        if Self.parse(uri).query["connect_timeout"] == nil { extra.append("connect_timeout=\(Self.defaultConnectTimeout)") }
+        guard !extra.isEmpty else { return uri }
+        return uri + (uri.contains("?") ? "&" : "?") + extra.joined(separator: "&")
+    }
+
+    /// Everything but unreserved characters percent-encoded, so `&`, `=`,
+    /// `%`, `#` and spaces in a password survive the query string.
+    static func percentEncode(_ text: String) -> String {
+        let unreserved = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~")
+        return text.addingPercentEncoding(withAllowedCharacters: unreserved) ?? text
+    }
+
+    /// The parts of a `postgresql://[user[:password]@][host][:port][/db][?k=v&…]`
+    /// URI that matter here (one host; a list of hosts keeps its first for messages).
+    struct Parts {
+        var scheme: String?
+        var user: String?
+        var hasPassword = false
+        var host: String?
+        var port: String?
+        var database: String?
+        var query: [String: String] = [:]
+    }
+
+    static let schemes = ["postgresql://", "postgres://"]
+
+    static func parse(_ uri: String) -> Parts {
+        var parts = Parts()
+        guard let scheme = schemes.first(where: { uri.hasPrefix($0) }) else { return parts }
+        parts.scheme = scheme
+        var rest = Substring(uri.dropFirst(scheme.count))
+        if let mark = rest.firstIndex(of: "?") {
+            for pair in rest[rest.index(after: mark)...].split(separator: "&") {
+                let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                let key = String(kv[0]).removingPercentEncoding ?? String(kv[0])
+                let value = kv.count > 1 ? (String(kv[1]).removingPercentEncoding ?? String(kv[1])) : ""
+                parts.query[key] = value
+            }
+            rest = rest[..<mark]
+        }
+        var authority = rest
+        if let slash = rest.firstIndex(of: "/") {
+            authority = rest[..<slash]
+            parts.database = String(rest[rest.index(after: slash)...])
+        }
+        if let at = authority.lastIndex(of: "@") {
+            let userInfo = authority[..<at]
+            authority = authority[authority.index(after: at)...]
+            if let colon = userInfo.firstIndex(of: ":") {
+                parts.hasPassword = true
+                parts.user = String(userInfo[..<colon]).removingPercentEncoding
+            } else {
+                parts.user = String(userInfo).removingPercentEncoding
+            }
+            if parts.user?.isEmpty == true { parts.user = nil }
+        }
+        // The first of a host list; "[::1]:5432" keeps its brackets.
+        let first = authority.split(separator: ",", omittingEmptySubsequences: false).first.map(String.init) ?? ""
+        if first.hasPrefix("["), let close = first.firstIndex(of: "]") {
+            parts.host = String(first[...close])
+            let after = first[first.index(after: close)...]
+            if after.hasPrefix(":") { parts.port = String(after.dropFirst()) }
+        } else if let colon = first.lastIndex(of: ":") {
+            parts.host = String(first[..<colon])
+            parts.port = String(first[first.index(after: colon)...])
+        } else {
+            parts.host = first
+        }
+        if parts.host?.isEmpty == true { parts.host = nil }
+        if parts.port?.isEmpty == true { parts.port = nil }
+        return parts
+    }
+}
+
+/// The hub's password file could not give a password (read at connection time).
+public struct HubPasswordError: Error, CustomStringConvertible {
+    public var file: String
+    public var reason: String
+    public var description: String { "hub_password_file \(file): \(reason)" }
+}
+
 /// One `[[group]]`, validated; its model is loaded.
 public struct GroupSettings {
     public var name: String
@@ -99,6 +252,8 @@ public struct GroupSettings {
     public var stores: [StoreSettings]
     /// `[group.export]`: nil when the group exports no records.
     public var export: ExportSettings?
+    /// `hub`: embedded (the default) or PostgreSQL.
+    public var hub: HubSettings = .embedded
 
     /// The engine's configuration: the hub lives in `<state>/<group>/`.
     public func syncConfiguration(stateDirectory: URL, historyRetention: TimeInterval) -> SyncGroupConfiguration {
@@ -137,11 +292,16 @@ public struct DaemonConfiguration {
     /// sooner than this after it (until 2026-11 it was how long the files
     /// had to be quiet before a round started).
     public var debounce: TimeInterval
+    /// `host_name`: this host's name in a shared (PostgreSQL) hub, which
+    /// records stores as (host, store). Default: the machine's host name.
+    /// It must stay the same across restarts: under a new name the hub
+    /// sees new stores (the old name's cursors stay behind, unused).
+    public var hostName: String
     public var groups: [GroupSettings]
 
     public static let topLevelKeys: Set<String> = ["state_directory", "runtime_directory", "log_level", "log_format",
-                                            "history_retention", "rescan_interval", "debounce", "control_socket", "group"]
-    public static let groupKeys: Set<String> = ["name", "model", "store", "export"]
+                                            "history_retention", "rescan_interval", "debounce", "control_socket", "host_name", "group"]
+    public static let groupKeys: Set<String> = ["name", "model", "store", "export", "hub", "hub_password_file", "hub_poll_interval"]
     public static let exportKeys: Set<String> = ["directory", "format", "extension", "plain_text", "change_feed",
                                                  "all_attributes_when_none_flagged"]
     public static let storeKeys: Set<String> = ["name", "path", "policy", "configuration"]
@@ -158,6 +318,14 @@ public struct DaemonConfiguration {
     public static func firstPath(_ value: String?) -> String? {
         guard let value, let first = value.split(separator: ":").first, !first.isEmpty else { return nil }
         return String(first)
+    }
+
+    /// The machine's host name (gethostname(2)), the default `host_name`.
+    public static func machineHostName() -> String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "localhost" }
+        let name = String(cString: buffer)
+        return name.isEmpty ? "localhost" : name
     }
 
     /// Reads and validates a file. Every relative path in it is taken
@@ -295,6 +463,8 @@ private struct Reader {
         guard debounce <= 10 else {
             throw fail("debounce", "must be at most 10 seconds (it is the least time between two rounds of one store; changes would wait that long)")
         }
+        let hostName = try string(table, "host_name", prefix: "", required: false) ?? DaemonConfiguration.machineHostName()
+        try checkName(hostName, key: "host_name")
 
         var groups: [GroupSettings] = []
         if let value = table["group"] {
@@ -323,7 +493,7 @@ private struct Reader {
 
         return DaemonConfiguration(file: file, stateDirectory: state, runtimeDirectory: runtime, controlSocket: socket,
                                    logLevel: overrides.logLevel ?? level, logFormat: overrides.logFormat ?? format,
-                                   historyRetention: retention, rescanInterval: rescan, debounce: debounce, groups: groups)
+                                   historyRetention: retention, rescanInterval: rescan, debounce: debounce, hostName: hostName, groups: groups)
     }
 
     /// Names become directory names (`<state>/<group>/`) and log fields.
@@ -367,8 +537,12 @@ private struct Reader {
             }
             stores.append(store)
         }
-        guard stores.count >= 2 else {
-            throw fail(prefix + "store", "group '\(name)' has \(stores.count) store\(stores.count == 1 ? "" : "s"); syncing needs two or more")
+        let hub = try self.hub(table, prefix: prefix, group: name)
+        // A shared hub syncs a single local store with the other hosts' stores.
+        let least = hub == .embedded ? 2 : 1
+        guard stores.count >= least else {
+            throw fail(prefix + "store", "group '\(name)' has \(stores.count) store\(stores.count == 1 ? "" : "s"); syncing needs "
+                       + (least == 2 ? "two or more (or one, with a PostgreSQL hub shared with other hosts)" : "one or more"))
         }
         var export: ExportSettings?
         if let value = table["export"] {
@@ -376,8 +550,54 @@ private struct Reader {
                 throw fail(prefix + "export", "expected a table ([group.export] under the group's [[group]]), found \(value.type)")
             }
             export = try self.export(exportTable, prefix: prefix + "export.", stores: stores)
+            if hub != .embedded {
+                // The exporter reads the embedded hub's own history (SyncRecordExporter).
+                throw fail(prefix + "export", "group '\(name)': external records are written from an embedded hub only; not yet from a PostgreSQL hub")
+            }
         }
-        return GroupSettings(name: name, modelPath: modelPath, model: model, stores: stores, export: export)
+        return GroupSettings(name: name, modelPath: modelPath, model: model, stores: stores, export: export, hub: hub)
+    }
+
+    /// `hub`, `hub_password_file`, `hub_poll_interval`. A password in the
+    /// URI is refused without being echoed: configuration files get copied,
+    /// pasted into tickets and read by storesyncctl's users.
+    func hub(_ table: TOMLTable, prefix: String, group: String) throws -> HubSettings {
+        guard let uri = try string(table, "hub", prefix: prefix, required: false) else {
+            for key in ["hub_password_file", "hub_poll_interval"] where table[key] != nil {
+                throw fail(prefix + key, "group '\(group)' has no hub = \"postgresql://…\"; \(key) applies only to a PostgreSQL hub")
+            }
+            return .embedded
+        }
+        let parts = PostgreSQLHubSettings.parse(uri)
+        guard parts.scheme != nil else {
+            throw fail(prefix + "hub", "group '\(group)': expected a PostgreSQL URI (postgresql://user@host:port/database, or postgres://…); leave hub out for the embedded hub")
+        }
+        // The group's schema is "storesync_<group>": an identifier of at most 63 bytes.
+        guard group.count <= 53, !group.contains(".") else {
+            throw fail(prefix + "name", "group '\(group)' has a PostgreSQL hub, whose schema it names: use 1 to 53 letters, digits, '_' or '-' (no '.')")
+        }
+        if parts.hasPassword || parts.query.keys.contains("password") {
+            throw fail(prefix + "hub", "group '\(group)': the URI contains a password (\(parts.hasPassword ? "user:password@" : "a password= parameter"); not shown); "
+                       + "never put it in the configuration: use hub_password_file, or libpq's PGPASSWORD or PGPASSFILE (~/.pgpass)")
+        }
+        var passwordFile: URL?
+        if let file = try string(table, "hub_password_file", prefix: prefix, required: false) {
+            let url = path(file)
+            var isDirectory: ObjCBool = false
+            // Only that it is there: storesyncctl reads this file too, often as
+            // a user who may not read the password; the daemon reads it at
+            // every connection and reports a failure as the hub's.
+            guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory) else {
+                throw fail(prefix + "hub_password_file", "\(url.path) does not exist")
+            }
+            guard !isDirectory.boolValue else { throw fail(prefix + "hub_password_file", "\(url.path) is a directory") }
+            passwordFile = url
+        }
+        let poll = try duration(table, "hub_poll_interval", prefix: prefix) ?? 30
+        guard poll >= 1 else {
+            throw fail(prefix + "hub_poll_interval", "must be at least 1 second (it is the slow fallback under LISTEN/NOTIFY, not a polling loop)")
+        }
+        return .postgreSQL(PostgreSQLHubSettings(uri: uri, passwordFile: passwordFile, pollInterval: poll))
     }
 
     /// `[group.export]`. The directory itself may be missing (it is created

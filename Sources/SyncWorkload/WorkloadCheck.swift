@@ -93,6 +93,18 @@ public enum WorkloadCheck {
     /// extra, duplicated, stale): cheap enough to poll while a daemon runs.
     public static func run(model: ManagedObjectModel, stores: [(name: String, url: URL)], hubDirectory: URL?, logs: [URL],
                            includeHistory: Bool = true) throws -> Report {
+        guard let hubDirectory else { return try run(model: model, stores: stores, hub: nil, logs: logs, includeHistory: includeHistory) }
+        let hub = try EmbeddedHub(model: model, directory: hubDirectory)
+        defer { try? hub.close() }
+        return try run(model: model, stores: stores, hub: hub, logs: logs, includeHistory: includeHistory)
+    }
+
+    /// The same over any hub, e.g. a PostgreSQL hub several hosts share.
+    /// There a change pulled from another host's store has the origin
+    /// "host/store": origins are compared by their store part, so the
+    /// stores of all hosts need distinct names (as their writers do).
+    public static func run(model: ManagedObjectModel, stores: [(name: String, url: URL)], hub: SyncHub?, logs: [URL],
+                           includeHistory: Bool = true) throws -> Report {
         var report = Report()
         var expected = Expected()
         var byWriter: [String: [WriterSave]] = [:]
@@ -112,9 +124,7 @@ public enum WorkloadCheck {
         report.deletedObjects = expected.objects.count - report.liveObjects
 
         var hubChanges: [HubChange]?
-        if let hubDirectory {
-            let hub = try EmbeddedHub(model: model, directory: hubDirectory)
-            defer { try? hub.close() }
+        if let hub {
             var objects: [UUID: Observed] = [:]
             for gid in try hub.allObjects() {
                 guard let state = try hub.state(of: gid) else { continue }
@@ -136,7 +146,7 @@ public enum WorkloadCheck {
                 for change in changes where (change.entityName == "Record" || change.entityName == "Folder")
                     && (change.isInsert || change.isDelete || !change.changedProperties.isEmpty) {
                     place.engineChanges += 1
-                    guard let origin = change.origin else { continue }
+                    guard let origin = change.origin.map(storePart) else { continue }
                     guard let object = expected.objects[change.globalIdentifier] else { continue }   // extra covers it
                     if object.owner != origin {
                         place.echoed += 1
@@ -173,7 +183,7 @@ public enum WorkloadCheck {
                 }
                 if let hubChanges {
                     var atHub: [UUID: Int] = [:]
-                    for change in hubChanges where change.origin != name && (change.isInsert || change.isDelete || !change.changedProperties.isEmpty) {
+                    for change in hubChanges where change.origin.map(storePart) != name && (change.isInsert || change.isDelete || !change.changedProperties.isEmpty) {
                         atHub[change.globalIdentifier, default: 0] += 1
                     }
                     for (gid, count) in delivered where count > atHub[gid, default: 0] {
@@ -185,6 +195,11 @@ public enum WorkloadCheck {
             report.places.append(place)
         }
         return report
+    }
+
+    /// "host/store" (a shared hub's origin of another host) → "store".
+    static func storePart(_ origin: String) -> String {
+        origin.split(separator: "/").last.map(String.init) ?? origin
     }
 
     static func note(_ place: inout Place, _ example: String) {

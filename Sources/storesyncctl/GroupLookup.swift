@@ -34,7 +34,15 @@ enum GroupLookup {
             throw CommandFailure(message: "no group '\(name)' in \(configuration.file) (it has: \(configuration.groups.map(\.name).joined(separator: ", ")))",
                                  exitCode: SysExit.usage)
         }
-        return configuration.groups.filter { names.isEmpty || names.contains($0.name) }.map {
+        let selected = configuration.groups.filter { names.isEmpty || names.contains($0.name) }
+        if let shared = selected.first(where: { $0.hub.postgreSQL != nil }) {
+            // These commands read the embedded hub's file (SyncVerifier,
+            // SyncChangeLog); a hub in a server is not read yet.
+            throw CommandFailure(message: "group '\(shared.name)' keeps its hub in PostgreSQL (\(shared.hub.postgreSQL!.serverDescription)); "
+                                 + "this command reads embedded hubs only (not done yet for a PostgreSQL hub)\(names.isEmpty ? "; name the other groups" : "")",
+                                 exitCode: SysExit.usage)
+        }
+        return selected.map {
             $0.syncConfiguration(stateDirectory: configuration.stateDirectory, historyRetention: configuration.historyRetention)
         }
     }

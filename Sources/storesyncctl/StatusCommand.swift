@@ -15,11 +15,13 @@ struct StatusCommand: ParsableCommand {
             pulled through / the store's newest; what was pushed / the hub's newest), lag to the \
             hub in store transactions and seconds, conflicts waiting and the last error. For a \
             group with [group.export]: the records' state (ok, failing with the error), the hub \
-            position they reflect and when they were last written. A group \
-            busy with a long round is shown from its last round, marked with its age.
+            position they reflect and when they were last written. For a group whose hub is in \
+            PostgreSQL: the server (host:port/db), this host's name, whether the hub is reachable, \
+            the notification connection, and every host's stores the hub knows (positions, last \
+            seen). A group busy with a long round is shown from its last round, marked with its age.
 
-            "In sync" means every store is ok with no conflict waiting and no export failing; a \
-            paused store is not in sync.
+            "In sync" means every store is ok with no conflict waiting, no export failing and \
+            every hub reachable; a paused store is not in sync.
 
             Examples:
               storesyncctl status
@@ -63,7 +65,10 @@ struct StatusCommand: ParsableCommand {
         var total = 0, ok = 0
         for group in reply["groups"]?.array ?? [] {
             let name = ControlOutput.cell(group["name"])
-            if let error = group["error"]?.string { notes.append("group \(name): \(error)") }
+            // An unreachable hub is said once, in the hub's note below, not
+            // again for the group and for each of its stores.
+            let hubDown = group["hub"]?["reachable"]?.bool == false
+            if let error = group["error"]?.string, !hubDown { notes.append("group \(name): \(error)") }
             if group["fresh"]?.bool == false {
                 let asOf = group["as_of"]?.string
                 notes.append("group \(name) is busy; shown as of its last round, \(asOf == nil ? "none yet" : ControlOutput.ago(asOf, now: now))")
@@ -82,7 +87,7 @@ struct StatusCommand: ParsableCommand {
                     lag.isNull ? "-" : "\(ControlOutput.cell(lag["transactions"])) tx, \(ControlOutput.duration(lag["seconds"]?.double ?? 0))",
                     conflicts > 0 ? ControlOutput.paint("\(conflicts)", .red) : ControlOutput.cell(store["conflicts_waiting"]),
                 ])
-                if let error = store["last_error"]?.string {
+                if let error = store["last_error"]?.string, !(hubDown && error == group["error"]?.string) {
                     notes.append("\(name)/\(ControlOutput.cell(store["name"])): \(state == "failed" ? "failed: " : "last error: ")\(error)")
                 }
             }
@@ -105,6 +110,43 @@ struct StatusCommand: ParsableCommand {
         }
         if !exports.isEmpty {
             out += "\n" + ControlOutput.table(["GROUP", "EXPORT", "RECORDS AT", "LAST EXPORT", "DIRECTORY"], exports)
+        }
+        // Shared (PostgreSQL) hubs: the server, whether it is reached, the
+        // notification connection, and every host's stores the hub knows.
+        var hubs: [[String]] = []
+        var known: [[String]] = []
+        for group in reply["groups"]?.array ?? [] {
+            guard let hub = group["hub"], hub["kind"]?.string == "postgresql" else {
+                if let hub = group["hub"], hub["reachable"]?.bool == false {
+                    notes.append("group \(ControlOutput.cell(group["name"])): hub unreachable: \(ControlOutput.cell(hub["error"]))")
+                }
+                continue
+            }
+            let name = ControlOutput.cell(group["name"])
+            let reachable = hub["reachable"]?.bool != false
+            hubs.append([name, ControlOutput.cell(hub["server"]), ControlOutput.cell(hub["host_name"]),
+                         reachable ? ControlOutput.paint("reachable", .green) : ControlOutput.paint("unreachable", .red),
+                         ControlOutput.cell(hub["notifications"]?["state"])])
+            if !reachable {
+                let since = hub["unreachable_since"]?.string.flatMap(JSONValue.date)
+                    .map { " for \(ControlOutput.duration(max(0, now.timeIntervalSince($0))))" } ?? ""
+                // libpq's messages run over several lines.
+                let reason = (hub["error"]?.string ?? "-").split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: " ")
+                notes.append("group \(name): hub \(ControlOutput.cell(hub["server"])) unreachable\(since); the stores go on and catch up when it returns: \(reason)")
+            }
+            for store in hub["known_stores"]?.array ?? [] {
+                let host = ControlOutput.cell(store["host"])
+                known.append([name, store["this_host"]?.bool == true ? "\(host) (this)" : host, ControlOutput.cell(store["store"]),
+                              ControlOutput.cell(store["pulled_through"]), ControlOutput.cell(store["pushed_through"]),
+                              store["needs_full_push"]?.bool == true ? "yes" : "no",
+                              store["last_seen"]?.string.map { ControlOutput.ago($0, now: now) } ?? "never"])
+            }
+        }
+        if !hubs.isEmpty {
+            out += "\n" + ControlOutput.table(["GROUP", "HUB", "HOST", "STATE", "NOTIFICATIONS"], hubs)
+        }
+        if !known.isEmpty {
+            out += "\n" + ControlOutput.table(["GROUP", "HOST", "STORE", "PULLED", "PUSHED", "FULL PUSH DUE", "LAST SEEN"], known)
         }
         if !notes.isEmpty { out += "\n" + notes.map { "  \($0)" }.joined(separator: "\n") + "\n" }
         let summary = reply["in_sync"]?.bool == true

@@ -49,6 +49,10 @@ final class Daemon {
     private var triggers: [String: StoreTrigger] = [:]
     private var triggerTimers: [LoopTimer] = []
     private var rescanTimer: LoopTimer?
+    /// By group: the fallback poll of a PostgreSQL hub (`hub_poll_interval`).
+    private var hubPollTimers: [String: LoopTimer] = [:]
+    /// By group: LISTEN on a PostgreSQL hub's channel, once the hub has opened.
+    private(set) var hubListeners: [String: HubListener] = [:]
     private var watchdogTimer: LoopTimer?
     private var signals: [SignalWatch] = []
     /// The last job's summary per group (status falls back on it when a
@@ -128,12 +132,22 @@ final class Daemon {
         let failuresLock = NSLock()
         var failures: [String] = []
         runners = configuration.groups.map { settings in
-            GroupRunner(settings: settings,
-                        configuration: settings.syncConfiguration(stateDirectory: configuration.stateDirectory,
-                                                                  historyRetention: configuration.historyRetention),
-                        logger: logger, paused: pausedStores[settings.name] ?? [], metrics: metrics) { [loop] summary in
+            let runner = GroupRunner(settings: settings,
+                                     configuration: settings.syncConfiguration(stateDirectory: configuration.stateDirectory,
+                                                                               historyRetention: configuration.historyRetention),
+                                     hostName: configuration.hostName,
+                                     logger: logger, paused: pausedStores[settings.name] ?? [], metrics: metrics) { [loop] summary in
                 loop.post { [weak self] in self?.roundFinished(summary) }
             }
+            if settings.hub.postgreSQL != nil {
+                runner.onHubSession = { [loop, weak runner] channel, processID in
+                    loop.post { [weak self] in
+                        guard let self, let runner, self.runners.contains(where: { $0 === runner }) else { return }
+                        self.listen(runner, channel: channel, hubProcessID: processID)
+                    }
+                }
+            }
+            return runner
         }
         for runner in runners {
             dispatchGroup.enter()
@@ -154,6 +168,7 @@ final class Daemon {
                         logger.error("cannot watch the stores; the safety timer still runs rounds", metadata: ["error": "\(error)"])
                     }
                     startRescanTimer()
+                    startHubPolls()
                     // Changes made while the daemon was down, or before a
                     // reload, are picked up now, not at the first timer tick.
                     for runner in runners { runner.schedule(.round(trigger: "start")) }
@@ -174,6 +189,10 @@ final class Daemon {
         triggerTimers.removeAll()
         rescanTimer?.close()
         rescanTimer = nil
+        for timer in hubPollTimers.values { timer.close() }
+        hubPollTimers.removeAll()
+        for listener in hubListeners.values { listener.close() }
+        hubListeners.removeAll()
         let dispatchGroup = DispatchGroup()
         for runner in runners {
             dispatchGroup.enter()
@@ -233,6 +252,40 @@ final class Daemon {
         rescanTimer = timer
     }
 
+    /// The slow fallback under LISTEN/NOTIFY: a `.hub` job every
+    /// `hub_poll_interval` per PostgreSQL group (notifications lost while
+    /// the listener reconnects; a hub not open yet is tried again).
+    private func startHubPolls() {
+        for runner in runners {
+            guard let settings = runner.settings.hub.postgreSQL, let timer = try? LoopTimer(loop) else { continue }
+            timer.start(after: settings.pollInterval, repeating: settings.pollInterval) { [weak runner] in runner?.schedule(.hub) }
+            hubPollTimers[runner.name] = timer
+        }
+    }
+
+    /// Starts (or, when the hub was reopened or reconnected, keeps) the
+    /// group's listener, telling it the hub session's server process.
+    private func listen(_ runner: GroupRunner, channel: String, hubProcessID: Int32?) {
+        guard state != .stopping, let settings = runner.settings.hub.postgreSQL else { return }
+        if let existing = hubListeners[runner.name] {
+            if existing.channel == channel {
+                existing.hubProcessID = hubProcessID
+                return
+            }
+            existing.close()
+        }
+        do {
+            let listener = try HubListener(loop: loop, group: runner.name, channel: channel, hostName: configuration.hostName,
+                                           maximumBackoff: min(30, settings.pollInterval), conninfo: { try settings.conninfo() },
+                                           logger: logger) { [weak runner] in runner?.schedule(.hub) }
+            listener.hubProcessID = hubProcessID
+            hubListeners[runner.name] = listener
+            listener.start()
+        } catch {
+            logger.error("cannot listen for hub notifications; the fallback poll goes on", metadata: ["group": "\(runner.name)", "error": "\(error)"])
+        }
+    }
+
     private func roundFinished(_ summary: RoundSummary) {
         guard runners.contains(where: { $0.name == summary.group }) else { return }
         let before = latest[summary.group]
@@ -268,8 +321,12 @@ final class Daemon {
     func statusLine() -> String {
         let stores = latest.values.flatMap(\.stores)
         let total = runners.reduce(0) { $0 + $1.settings.stores.count }
-        guard !stores.isEmpty else { return "\(runners.count) group\(runners.count == 1 ? "" : "s"), \(total) stores: starting" }
-        let count = { (state: SyncStoreStatus.State) in stores.filter { $0.state == state }.count }
+        // A group whose PostgreSQL hub was never reached has failed rounds
+        // but no store statuses: its stores count as failed.
+        let unreported = latest.values.filter { $0.stores.isEmpty && $0.error != nil }
+            .reduce(0) { sum, summary in sum + (runners.first { $0.name == summary.group }?.settings.stores.count ?? 0) }
+        guard !stores.isEmpty || unreported > 0 else { return "\(runners.count) group\(runners.count == 1 ? "" : "s"), \(total) stores: starting" }
+        let count = { (state: SyncStoreStatus.State) in stores.filter { $0.state == state }.count + (state == .failed ? unreported : 0) }
         let conflicts = stores.reduce(0) { $0 + $1.conflictsWaiting }
         return "\(runners.count) group\(runners.count == 1 ? "" : "s"), \(total) stores: \(count(.ok)) ok, \(count(.catchingUp)) catching up, "
             + "\(count(.paused)) paused, \(count(.failed)) failed; \(conflicts) conflict\(conflicts == 1 ? "" : "s") waiting"

@@ -193,3 +193,33 @@ final class SignalWatch: LoopHandle {
         }, signal))
     }
 }
+
+/// A `uv_poll_t` on a socket another library owns (libpq's connection):
+/// the loop is told when it is readable and the owner reads it. The handle
+/// must be closed before the owner closes the socket, or a new socket given
+/// the same number would be watched by the old handle.
+final class SocketPoll: LoopHandle {
+    /// Gets 0 when the socket is readable, or libuv's negative error status.
+    private let action: (Int32) -> Void
+
+    init(_ loop: EventLoop, socket: Int32, _ action: @escaping (Int32) -> Void) throws {
+        self.action = action
+        super.init(type: UV_POLL)
+        try LoopError.check("uv_poll_init_socket", uv_poll_init_socket(loop.loop, pointer(uv_poll_t.self), socket))
+        attach()
+        let status = uv_poll_start(pointer(uv_poll_t.self), Int32(UV_READABLE.rawValue), { handle, status, _ in
+            guard let handle, let owner = LoopHandle.owner(of: UnsafeMutableRawPointer(handle)) as? SocketPoll else { return }
+            owner.action(status)
+        })
+        if status != 0 {
+            close()
+            throw LoopError(call: "uv_poll_start", status: status)
+        }
+    }
+
+    /// Stops watching at once (closing follows), e.g. before the socket is closed.
+    func stop() {
+        guard !closed else { return }
+        uv_poll_stop(pointer(uv_poll_t.self))
+    }
+}

@@ -7,6 +7,7 @@ import Logging
 import StoreSync
 import StoreSyncConfig
 import StoreSyncControl
+import StoreSyncPostgreSQL
 
 /// What one round of work did, for the log line, `STATUS=` and the demo.
 struct RoundSummary {
@@ -48,13 +49,38 @@ final class GroupRunner {
         /// No sync, only `status()`: after a pause, so the new state is
         /// reported (event, `STATUS=`) without moving anything.
         case status(trigger: String)
+        /// `hubDidChange()`: another host committed to the shared hub (a
+        /// notification, or the fallback poll): push the hub's changes to
+        /// every store. With the hub not open yet, or just back after being
+        /// unreachable, a whole round instead (opening it, pulling what the
+        /// stores saved meanwhile).
+        case hub
 
         var trigger: String {
             switch self {
             case .round(let trigger), .status(let trigger): return trigger
             case .store(let name): return "store:\(name)"
+            case .hub: return "hub"
             }
         }
+    }
+
+    /// Where the group's hub stands, for `status`: its kind and server,
+    /// whether this daemon reaches it, and (a PostgreSQL hub) every host's
+    /// stores it knows.
+    struct HubReport {
+        /// "embedded" or "postgresql".
+        var kind: String
+        /// The hub file, or `host:port/db` (never user or password).
+        var server: String
+        /// This host's name in a shared hub; nil for the embedded hub.
+        var hostName: String?
+        var reachable: Bool
+        var error: String?
+        /// When the hub became unreachable (nil while reachable).
+        var unreachableSince: Date?
+        /// A PostgreSQL hub's stores of every host (nil: embedded, or not read).
+        var knownStores: [PostgreSQLHub.StoreRecord]?
     }
 
     /// Why `perform` did not run its body.
@@ -115,10 +141,27 @@ final class GroupRunner {
         return stopping
     }
 
-    init(settings: GroupSettings, configuration: SyncGroupConfiguration, logger: Logger, paused: Set<String> = [],
-         metrics: DaemonMetrics? = nil, onRound: @escaping (RoundSummary) -> Void) {
+    /// This host's name in a shared hub (`host_name`).
+    let hostName: String
+    /// Called on the group's queue each time a PostgreSQL hub opens or its
+    /// connection is re-established, with its notification channel and the
+    /// server process of the hub's session: the daemon listens on the
+    /// channel and ignores the notifications of this daemon's own commits
+    /// (its round pushed them to this host's stores already).
+    var onHubSession: ((_ channel: String, _ processID: Int32?) -> Void)?
+
+    // Only touched on `queue`.
+    /// The hub could not be reached: the reason and since when (nil: reachable).
+    private var hubFailure: (reason: String, since: Date)?
+    /// The hub was unreachable: the next job catches up with a whole round
+    /// (stores saved while it was gone have changes only a pull finds).
+    private var hubWasDown = false
+
+    init(settings: GroupSettings, configuration: SyncGroupConfiguration, hostName: String = DaemonConfiguration.machineHostName(),
+         logger: Logger, paused: Set<String> = [], metrics: DaemonMetrics? = nil, onRound: @escaping (RoundSummary) -> Void) {
         self.settings = settings
         self.configuration = configuration
+        self.hostName = hostName
         self.paused = paused
         self.metrics = metrics
         self.queue = DispatchQueue(label: "storesyncd.group.\(settings.name)")
@@ -132,31 +175,144 @@ final class GroupRunner {
     /// Opens the hub and the stores on the group's queue; `completion` runs
     /// there too, with the error when the hub could not be opened (stores
     /// that cannot be opened only show as failed and are retried).
+    ///
+    /// A PostgreSQL hub that cannot be reached is no such error: the daemon
+    /// starts anyway (the applications go on saving, the stores keep their
+    /// history), and the fallback poll, the safety timer and a restored
+    /// notification connection try to open it again.
     func open(completion: @escaping (Error?) -> Void) {
         queue.async { [self] in
             do {
                 try FileManager.default.createDirectory(at: configuration.stateDirectory, withIntermediateDirectories: true)
-                let group = try SyncGroup(configuration: configuration)
-                self.group = group
-                export?.attach(group)
-                fileIdentities = Self.fileIdentities(configuration)
-                applyPauses(group)
-                highestConflict = (try? group.conflicts(includingResolved: true).map(\.id).max()) ?? 0
-                let opened = try group.status()
-                openedStatus = opened
-                let failed = opened.filter { $0.state == .failed }
-                for store in failed {
-                    let reason = store.lastError ?? "unknown"
-                    logger.warning("store not open", metadata: errorMetadata(reason).merging(["store": "\(store.name)"]) { $1 })
-                    // The rounds that follow are the same failure: not logged again.
-                    _ = repeatedErrors.failed("store:\(store.name)", reason: reason)
-                }
-                logger.info("group open", metadata: ["stores": "\(configuration.stores.count)", "hub": "\(configuration.stateDirectory.appendingPathComponent("hub.sqlite").path)"])
+                try openGroup()
                 completion(nil)
             } catch {
-                logger.error("cannot open group", metadata: ["error": "\(error)"])
-                completion(error)
+                if settings.hub.postgreSQL != nil {
+                    hubUnreachable("\(error)", opening: true)
+                    completion(nil)
+                } else {
+                    logger.error("cannot open group", metadata: ["error": "\(error)"])
+                    completion(error)
+                }
             }
+        }
+    }
+
+    /// The description of the hub for logs and status.
+    var hubServer: String {
+        switch settings.hub {
+        case .embedded: return configuration.stateDirectory.appendingPathComponent("hub.sqlite").path
+        case .postgreSQL(let hub): return hub.serverDescription
+        }
+    }
+
+    /// Makes the engine's group on the configured hub (on the queue).
+    private func makeGroup() throws -> SyncGroup {
+        switch settings.hub {
+        case .embedded:
+            return try SyncGroup(configuration: configuration)
+        case .postgreSQL(let settings):
+            let hub = try PostgreSQLHub(model: configuration.model, conninfo: try settings.conninfo(), group: name, host: hostName)
+            do {
+                return try SyncGroup(configuration: configuration, hub: hub)
+            } catch {
+                try? hub.close()
+                throw error
+            }
+        }
+    }
+
+    /// Opens the group (hub and stores) and notes what it found (on the queue).
+    private func openGroup() throws {
+        let group = try makeGroup()
+        self.group = group
+        export?.attach(group)
+        fileIdentities = Self.fileIdentities(configuration)
+        applyPauses(group)
+        highestConflict = (try? group.conflicts(includingResolved: true).map(\.id).max()) ?? 0
+        let opened = try group.status()
+        openedStatus = opened
+        let failed = opened.filter { $0.state == .failed }
+        for store in failed {
+            let reason = store.lastError ?? "unknown"
+            logger.warning("store not open", metadata: errorMetadata(reason).merging(["store": "\(store.name)"]) { $1 })
+            // The rounds that follow are the same failure: not logged again.
+            _ = repeatedErrors.failed("store:\(store.name)", reason: reason)
+        }
+        logger.info("group open", metadata: ["stores": "\(configuration.stores.count)", "hub": "\(hubServer)"])
+        if group.hub is PostgreSQLHub {
+            hubReachable()
+            hubSessionProcessID = nil
+            refreshHubSession(group)
+        }
+    }
+
+    /// The PostgreSQL hub failed to connect or lost its connection: logged
+    /// once per episode (then rate-limited by `RepeatedErrors`), shown in status.
+    private func hubUnreachable(_ reason: String, opening: Bool = false) {
+        if hubFailure == nil {
+            hubFailure = (reason, Date())
+            logger.error(opening ? "hub unreachable; the stores are synced once it can be opened" : "hub unreachable; the stores catch up when it returns",
+                         metadata: ["hub": "\(hubServer)", "error": "\(reason)"])
+        } else {
+            hubFailure?.reason = reason
+        }
+        hubWasDown = true
+        publishReachability()
+    }
+
+    private func hubReachable() {
+        guard let failure = hubFailure else { return }
+        hubFailure = nil
+        publishReachability()
+        logger.notice("hub reachable again", metadata: ["hub": "\(hubServer)", "unreachable_s": "\(Int(Date().timeIntervalSince(failure.since).rounded()))"])
+    }
+
+    /// A PostgreSQL hub whose connection broke is reconnected before a job,
+    /// so a hub still out of reach ends the job at once instead of failing
+    /// every store in turn. PostgreSQLHub reopens a broken session by
+    /// itself at its next operation (setting the session up as it does at
+    /// open): one read makes it. Throws the reason it is still unreachable.
+    private func ensureConnected(_ group: SyncGroup) throws {
+        guard let hub = group.hub as? PostgreSQLHub, !hub.connection.isConnected else { return }
+        do {
+            _ = try hub.currentPosition()
+            logger.info("hub reconnected", metadata: ["hub": "\(hubServer)"])
+            hubReachable()
+            refreshHubSession(group)
+        } catch {
+            hubUnreachable("\(error)")
+            throw error
+        }
+    }
+
+    /// The hub session's server process as last told to the listener.
+    private var hubSessionProcessID: Int32?
+
+    /// Tells the daemon the hub session's server process when it changed
+    /// (PostgreSQLHub reconnects by itself on a read, unseen by the runner,
+    /// so it is read after every job: one round trip).
+    private func refreshHubSession(_ group: SyncGroup) {
+        guard let hub = group.hub as? PostgreSQLHub, hub.connection.isConnected else { return }
+        let processID = Self.backendProcessID(hub)
+        guard processID != hubSessionProcessID else { return }
+        hubSessionProcessID = processID
+        onHubSession?(hub.notificationChannel, processID)
+    }
+
+    /// The server process of the hub's session (`pg_backend_pid()`): a
+    /// notification from it is this daemon's own commit.
+    static func backendProcessID(_ hub: PostgreSQLHub) -> Int32? {
+        (try? hub.connection.execute("SELECT pg_backend_pid()").int64(0, 0)).flatMap { $0 }.map { Int32(truncatingIfNeeded: $0) }
+    }
+
+    /// After a job: a PostgreSQL hub whose connection is gone is unreachable.
+    private func noteHubState(_ group: SyncGroup, failure: String?) {
+        guard let hub = group.hub as? PostgreSQLHub else { return }
+        if hub.connection.isConnected {
+            if failure == nil { hubReachable() }
+        } else {
+            hubUnreachable(failure ?? "the connection to \(hubServer) was lost")
         }
     }
 
@@ -192,6 +348,87 @@ final class GroupRunner {
             guard !cancelled, let group else { return completion(.failure(NotOpen(group: name, cancelled: cancelled))) }
             completion(Result { try body(group) })
         }
+    }
+
+    /// `status`: the engine's view of the stores and where the hub stands,
+    /// on the queue. A PostgreSQL hub not open or not reachable gives the
+    /// stores' failure (the hub's reason) and `reachable: false`.
+    func statusReport(completion: @escaping (Result<[SyncStoreStatus], Error>, HubReport) -> Void) {
+        queue.async { [self] in
+            lock.lock()
+            let cancelled = stopping
+            lock.unlock()
+            var report = HubReport(kind: settings.hub.postgreSQL == nil ? "embedded" : "postgresql", server: hubServer,
+                                   hostName: settings.hub.postgreSQL == nil ? nil : hostName, reachable: true)
+            guard !cancelled, let group else {
+                if let failure = hubFailure {
+                    report.reachable = false
+                    report.error = failure.reason
+                    report.unreachableSince = failure.since
+                }
+                    publish(report)
+                let error: Error = hubFailure.map { HubUnreachable(group: name, server: hubServer, reason: $0.reason) }
+                    ?? NotOpen(group: name, cancelled: cancelled)
+                return completion(.failure(error), report)
+            }
+            var stores: Result<[SyncStoreStatus], Error>
+            do {
+                try ensureConnected(group)
+                stores = Result { try group.status() }
+                if let hub = group.hub as? PostgreSQLHub {
+                    report.knownStores = try hub.knownStores()
+                }
+            } catch {
+                stores = .failure(error)
+            }
+            if let hub = group.hub as? PostgreSQLHub {
+                if !hub.connection.isConnected, case .failure(let error) = stores { hubUnreachable("\(error)") }
+                if let failure = hubFailure, !hub.connection.isConnected {
+                    report.reachable = false
+                    report.error = failure.reason
+                    report.unreachableSince = failure.since
+                    stores = .failure(HubUnreachable(group: name, server: hubServer, reason: failure.reason))
+                }
+            }
+            publish(report)
+            completion(stores, report)
+        }
+    }
+
+    /// Where the hub stood at the last job or status (read on the loop when
+    /// a group is too busy to answer at once).
+    var latestHubReport: HubReport {
+        lock.lock()
+        defer { lock.unlock() }
+        return publishedHubReport ?? HubReport(kind: settings.hub.postgreSQL == nil ? "embedded" : "postgresql", server: hubServer,
+                                               hostName: settings.hub.postgreSQL == nil ? nil : hostName, reachable: true)
+    }
+    private var publishedHubReport: HubReport?
+
+    private func publish(_ report: HubReport) {
+        lock.lock()
+        publishedHubReport = report
+        lock.unlock()
+    }
+
+    /// Brings the published report's reachability up to date after a job
+    /// (the stores it knew are kept until the next status reads them again).
+    private func publishReachability() {
+        var report = latestHubReport
+        report.reachable = hubFailure == nil
+        report.error = hubFailure?.reason
+        report.unreachableSince = hubFailure?.since
+        publish(report)
+    }
+
+    /// A PostgreSQL hub this daemon cannot reach (server down, network cut,
+    /// authentication refused): the stores go on, unsynced, and catch up
+    /// when it returns.
+    struct HubUnreachable: Error, CustomStringConvertible {
+        var group: String
+        var server: String
+        var reason: String
+        var description: String { "the hub of group \(group) at \(server) is unreachable: \(reason)" }
     }
 
     /// `export.rebuild`: rewrites the group's records directory from the
@@ -259,18 +496,43 @@ final class GroupRunner {
         let waiters = completions.removeValue(forKey: job) ?? []
         lock.unlock()
         if !cancelled { reopenIfReplaced() }
+        let start = Date()
+        if !cancelled, group == nil, settings.hub.postgreSQL != nil {
+            // The shared hub was not reachable when the group opened: the
+            // safety timer, the fallback poll and a restored notification
+            // connection try again; a store's file event only reports it
+            // (its back-off keeps a busy store from hammering the server).
+            switch job {
+            case .round, .hub:
+                do { try openGroup() } catch { hubUnreachable("\(error)", opening: true) }
+            case .store, .status: break
+            }
+            if group == nil {
+                return finishWithoutHub(job, start: start, waiters: waiters)
+            }
+        }
         guard !cancelled, let group else {
             for waiter in waiters { waiter(nil) }
             return
         }
+        do {
+            try ensureConnected(group)
+        } catch {
+            return finishWithoutHub(job, start: start, waiters: waiters)
+        }
 
         if case .status = job {} else { logger.debug("round started", metadata: ["trigger": "\(job.trigger)"]) }
-        let start = Date()
         var failure: String?
         // A store that opened since the last job starts unpaused in the engine.
         applyPauses(group)
+        // Back from an outage: the stores saved meanwhile and only a pull
+        // finds that, so whatever asked, a whole round runs.
+        var work = job
+        if hubWasDown, job == .hub || { if case .store = job { return true } else { return false } }() {
+            work = .round(trigger: job.trigger)
+        }
         do {
-            switch job {
+            switch work {
             case .round:
                 // Rounds until one moves nothing, at most `roundLimit`; a stop
                 // asked for meanwhile ends it after the round in flight (with
@@ -296,11 +558,16 @@ final class GroupRunner {
                     // daemon's CPU per save (docs/benchmarks/daemon.md).
                     try group.storeDidChange(name)
                 }
+            case .hub:
+                try group.hubDidChange()
             case .status: break
             }
         } catch {
             failure = "\(error)"
         }
+        noteHubState(group, failure: failure)
+        refreshHubSession(group)
+        if failure == nil, group.hub is PostgreSQLHub, hubFailure == nil, case .round = work { hubWasDown = false }
         // The records follow the hub (whatever the round did: a store that
         // failed leaves the others' changes in it). Before the purge below,
         // so the exporter's cursor is never behind what the purge may delete
@@ -320,7 +587,13 @@ final class GroupRunner {
             }
         }
         var stores: [SyncStoreStatus] = []
-        do { stores = try group.status() } catch { failure = failure ?? "status: \(error)" }
+        do { stores = try group.status() } catch {
+            failure = failure ?? "status: \(error)"
+            noteHubState(group, failure: failure)
+            // Without the hub the engine cannot say where a store stands:
+            // every store is shown failed with the hub's reason.
+            if hubFailure != nil { stores = unreachableStores() }
+        }
         var summary = RoundSummary(group: name, trigger: job.trigger, moved: Self.moved(from: previous?.stores, to: stores),
                                    duration: Date().timeIntervalSince(start), stores: stores, error: failure)
         if case .status = job { summary.isStatusOnly = true }
@@ -339,6 +612,33 @@ final class GroupRunner {
             highestConflict = newest
         }
         metrics?.recordJob(summary, previous: previous?.stores ?? openedStatus, newConflicts: newConflicts)
+        log(summary)
+        previous = summary
+        onRound(summary)
+        for waiter in waiters { waiter(summary) }
+    }
+
+    /// The stores as a job reports them while the hub is unreachable: as
+    /// last seen, failed with the hub's reason (none before the hub was
+    /// ever reached: the engine has not looked at them).
+    private func unreachableStores() -> [SyncStoreStatus] {
+        let reason = HubUnreachable(group: name, server: hubServer, reason: hubFailure?.reason ?? "unknown").description
+        return (previous?.stores ?? []).map { store in
+            var store = store
+            store.state = .failed
+            store.lastError = reason
+            return store
+        }
+    }
+
+    /// Ends a job that could not reach the hub: the round is reported
+    /// failed (log line, `STATUS=`, the store triggers' back-off) and its
+    /// waiters answered with that.
+    private func finishWithoutHub(_ job: Job, start: Date, waiters: [(RoundSummary?) -> Void]) {
+        let reason = HubUnreachable(group: name, server: hubServer, reason: hubFailure?.reason ?? "not open").description
+        var summary = RoundSummary(group: name, trigger: job.trigger, moved: false, duration: Date().timeIntervalSince(start),
+                                   stores: unreachableStores(), error: reason)
+        if case .status = job { summary.isStatusOnly = true }
         log(summary)
         previous = summary
         onRound(summary)
@@ -386,7 +686,7 @@ final class GroupRunner {
         export?.detach()
         historyReader.closeAll()
         do {
-            let reopened = try SyncGroup(configuration: configuration)
+            let reopened = try makeGroup()
             group = reopened
             export?.attach(reopened)
             fileIdentities = Self.fileIdentities(configuration)

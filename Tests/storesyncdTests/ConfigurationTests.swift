@@ -1,4 +1,5 @@
 import Foundation
+import StoreSyncConfig
 import XCTest
 
 /// `storesyncd --check-config`: 0 for a valid file; 78 (EX_CONFIG) with
@@ -166,5 +167,134 @@ final class ConfigurationTests: XCTestCase {
         let result = try Daemon.run(["--check-config", "--config", shipped])
         XCTAssertEqual(result.status, 78)
         XCTAssertTrue(result.stderr.hasPrefix("\(shipped): key group[1].model: /srv/notes/Notes.xcdatamodeld does not exist"), result.stderr)
+    }
+
+    // MARK: - Shared hubs (issue 19): host_name, hub, hub_password_file, hub_poll_interval
+
+    /// The valid file with `old` replaced by `new`, loaded as the daemon loads it.
+    func load(_ old: String, _ new: String) throws -> DaemonConfiguration {
+        let text = try String(contentsOfFile: config, encoding: .utf8)
+        XCTAssertTrue(text.contains(old), "fixture lacks \(old)")
+        let file = directory.appendingPathComponent("edited.toml")
+        try Data(text.replacingOccurrences(of: old, with: new).utf8).write(to: file)
+        return try DaemonConfiguration.load(file: file.path, environment: [:])
+    }
+
+    static let group = "name = \"items\""
+
+    /// `host_name` keys this host's stores in a shared hub: the machine's
+    /// host name unless set, the same name at every start; refused when it
+    /// could not name a store's row (a '/', which separates host and store
+    /// in the hub's origins).
+    func testHostNameDefaultsToTheMachineAndIsValidated() throws {
+        var buffer = [CChar](repeating: 0, count: 256)
+        XCTAssertEqual(gethostname(&buffer, 255), 0)
+        XCTAssertEqual(try load("debounce", "debounce").hostName, String(cString: buffer))
+        XCTAssertEqual(try load("debounce = \"20ms\"", "debounce = \"20ms\"\nhost_name = \"web-1.example\"").hostName, "web-1.example")
+        try assertInvalid("debounce = \"20ms\"", "debounce = \"20ms\"\nhost_name = \"a/b\"", key: "host_name", reason: "may contain only letters")
+        try assertInvalid("debounce = \"20ms\"", "debounce = \"20ms\"\nhost_name = \"\"", key: "host_name", reason: "must not be empty")
+        try assertInvalid("debounce = \"20ms\"", "debounce = \"20ms\"\nhost_name = 7", key: "host_name", reason: "expected a string")
+    }
+
+    /// `hub = "postgresql://…"` (or `postgres://`) makes the group's hub a
+    /// PostgreSQL database; absent, the embedded hub as before. One local
+    /// store is enough with a shared hub (the others are other hosts').
+    func testPostgreSQLHubIsAcceptedWithDefaults() throws {
+        let embedded = try load("debounce", "debounce")
+        XCTAssertEqual(embedded.groups[0].hub, .embedded)
+        let shared = try load(Self.group, Self.group + "\nhub = \"postgresql://sync@db.example:6432/notes\"")
+        let settings = try XCTUnwrap(shared.groups[0].hub.postgreSQL)
+        XCTAssertEqual(settings.uri, "postgresql://sync@db.example:6432/notes")
+        XCTAssertEqual(settings.pollInterval, 30, "the slow fallback poll defaults to 30 s")
+        XCTAssertNil(settings.passwordFile)
+        XCTAssertEqual(settings.serverDescription, "db.example:6432/notes")
+        XCTAssertEqual(try load(Self.group, Self.group + "\nhub = \"postgres://db.example/notes\"\nhub_poll_interval = \"2m\"").groups[0].hub.postgreSQL?.pollInterval, 120)
+
+        let text = try String(contentsOfFile: config, encoding: .utf8)
+        let others = String(text[text.range(of: "[[group.store]]\nname = \"s2\"")!.lowerBound...])
+        var oneStore = text.replacingOccurrences(of: others, with: "")
+        oneStore = oneStore.replacingOccurrences(of: Self.group, with: Self.group + "\nhub = \"postgresql:///notes?host=/run/postgresql\"")
+        let file = directory.appendingPathComponent("one.toml")
+        try Data(oneStore.utf8).write(to: file)
+        let result = try Daemon.run(["--check-config", "--config", file.path])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertTrue(result.stdout.contains("OK (1 group, 1 stores)"), result.stdout)
+    }
+
+    /// The password is never in the configuration: a URI carrying one
+    /// (`user:password@` or a `password=` parameter) is refused with exit 78
+    /// naming the group and the key, and the password is not echoed.
+    func testPasswordInTheHubURIIsRefusedWithoutEchoingIt() throws {
+        let secret = "s3cr3t-Pa55"
+        for uri in ["postgresql://sync:\(secret)@db.example/notes", "postgres://sync@db.example/notes?sslmode=require&password=\(secret)",
+                    "postgresql://sync:\(secret)@db.example:5432,db2.example:5432/notes"] {
+            var text = try String(contentsOfFile: config, encoding: .utf8)
+            text = text.replacingOccurrences(of: Self.group, with: Self.group + "\nhub = \"\(uri)\"")
+            let bad = directory.appendingPathComponent("bad.toml").path
+            try Data(text.utf8).write(to: URL(fileURLWithPath: bad))
+            let result = try Daemon.run(["--check-config", "--config", bad])
+            XCTAssertEqual(result.status, 78, uri)
+            XCTAssertTrue(result.stderr.hasPrefix("\(bad): key group[1].hub: group 'items': the URI contains a password"), result.stderr)
+            XCTAssertTrue(result.stderr.contains("hub_password_file"), "the error says where the password goes: \(result.stderr)")
+            XCTAssertFalse(result.stderr.contains(secret), "the password is echoed: \(result.stderr)")
+            XCTAssertFalse(result.stdout.contains(secret))
+        }
+        // A user name alone, or a colon in the host part, is no password.
+        XCTAssertNotNil(try load(Self.group, Self.group + "\nhub = \"postgresql://sync@[::1]:5432/notes\"").groups[0].hub.postgreSQL)
+    }
+
+    func testHubKeysAreValidated() throws {
+        try assertInvalid(Self.group, Self.group + "\nhub = \"mysql://db.example/notes\"", key: "group[1].hub", reason: "expected a PostgreSQL URI")
+        try assertInvalid(Self.group, Self.group + "\nhub = \"host=db.example dbname=notes\"", key: "group[1].hub", reason: "expected a PostgreSQL URI")
+        try assertInvalid(Self.group, Self.group + "\nhub = 5", key: "group[1].hub", reason: "expected a string")
+        try assertInvalid(Self.group, "name = \"items.v2\"\nhub = \"postgresql://db.example/notes\"", key: "group[1].name", reason: "whose schema it names")
+        try assertInvalid(Self.group, Self.group + "\nhub_poll_interval = \"10s\"", key: "group[1].hub_poll_interval",
+                          reason: "applies only to a PostgreSQL hub")
+        try assertInvalid(Self.group, Self.group + "\nhub_password_file = \"pw\"", key: "group[1].hub_password_file",
+                          reason: "applies only to a PostgreSQL hub")
+        let hub = Self.group + "\nhub = \"postgresql://sync@db.example/notes\"\n"
+        try assertInvalid(Self.group, hub + "hub_password_file = \"missing.pw\"", key: "group[1].hub_password_file", reason: "does not exist")
+        try assertInvalid(Self.group, hub + "hub_password_file = \".\"", key: "group[1].hub_password_file", reason: "is a directory")
+        try assertInvalid(Self.group, hub + "hub_poll_interval = \"500ms\"", key: "group[1].hub_poll_interval", reason: "at least 1 second")
+        try assertInvalid(Self.group, hub + "hub_poll_interval = \"often\"", key: "group[1].hub_poll_interval", reason: "is not a duration")
+        var text = try String(contentsOfFile: config, encoding: .utf8).replacingOccurrences(of: Self.group, with: hub)
+        text += "\n[group.export]\ndirectory = \"records\"\n"
+        let bad = directory.appendingPathComponent("bad.toml").path
+        try Data(text.utf8).write(to: URL(fileURLWithPath: bad))
+        let result = try Daemon.run(["--check-config", "--config", bad])
+        XCTAssertEqual(result.status, 78, result.stderr)
+        XCTAssertTrue(result.stderr.contains("key group[1].export: group 'items': external records are written from an embedded hub only"), result.stderr)
+    }
+
+    /// The password file's first line goes to libpq as the URI's `password`
+    /// parameter, percent-encoded (libpq takes any connection keyword as a
+    /// URI parameter), read at each connection; `connect_timeout` is added
+    /// unless the URI sets it (libpq would wait forever).
+    func testPasswordFileBecomesAPercentEncodedParameter() throws {
+        let passwordFile = directory.appendingPathComponent("hub.pw")
+        try Data("p@ss w&rd=%#ü\nsecond line ignored\n".utf8).write(to: passwordFile)
+        let configuration = try load(Self.group, Self.group + "\nhub = \"postgresql://sync@db.example/notes\"\nhub_password_file = \"hub.pw\"")
+        let settings = try XCTUnwrap(configuration.groups[0].hub.postgreSQL)
+        XCTAssertEqual(settings.passwordFile?.path, passwordFile.path, "relative to the configuration file")
+        XCTAssertEqual(try settings.conninfo(), "postgresql://sync@db.example/notes?password=p%40ss%20w%26rd%3D%25%23%C3%BC&connect_timeout=10")
+        XCTAssertFalse(settings.serverDescription.contains("p@ss"))
+
+        // Rotated: the next connection reads the new one. CRLF files work.
+        try Data("n3w\r\n".utf8).write(to: passwordFile)
+        XCTAssertEqual(try settings.conninfo(), "postgresql://sync@db.example/notes?password=n3w&connect_timeout=10")
+        let withQuery = PostgreSQLHubSettings(uri: "postgres:///notes?host=/run/postgresql&connect_timeout=3", passwordFile: passwordFile)
+        XCTAssertEqual(try withQuery.conninfo(), "postgres:///notes?host=/run/postgresql&connect_timeout=3&password=n3w")
+        XCTAssertEqual(withQuery.serverDescription, "/run/postgresql:5432/notes")
+        XCTAssertEqual(PostgreSQLHubSettings(uri: "postgresql://sync@db.example/notes").serverDescription, "db.example:5432/notes")
+        XCTAssertEqual(PostgreSQLHubSettings(uri: "postgresql://sync@db.example").serverDescription, "db.example:5432/sync",
+                       "libpq's default database is the user's name")
+
+        // Empty or unreadable: an error naming the file, at connection time
+        // (storesyncctl reads the same configuration, often as a user who
+        // may not read the password).
+        try Data("\n".utf8).write(to: passwordFile)
+        XCTAssertThrowsError(try settings.conninfo()) { XCTAssertTrue("\($0)".contains("hub_password_file \(passwordFile.path): its first line (the password) is empty"), "\($0)") }
+        try FileManager.default.removeItem(at: passwordFile)
+        XCTAssertThrowsError(try settings.conninfo()) { XCTAssertTrue("\($0)".contains("hub_password_file \(passwordFile.path): cannot read it"), "\($0)") }
     }
 }

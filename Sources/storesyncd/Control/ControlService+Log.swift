@@ -17,7 +17,13 @@ extension ControlService {
         if let names, let unknown = names.first(where: { name in !runners.contains { $0.name == name } }) {
             throw ControlError(.notFound, "no group named \(unknown) (groups: \(Self.list(runners.map(\.name))))")
         }
-        let groups = runners.filter { names?.contains($0.name) ?? true }.map(\.configuration)
+        let selected = runners.filter { names?.contains($0.name) ?? true }
+        if let shared = selected.first(where: { $0.settings.hub.postgreSQL != nil }) {
+            // SyncChangeLog reads the embedded hub's file (its history and conflicts).
+            throw ControlError(.unsupported, "group \(shared.name) keeps its hub in PostgreSQL; the change log reads embedded hubs only (not done yet)"
+                               + (names == nil ? "; name the other groups" : ""))
+        }
+        let groups = selected.map(\.configuration)
         var filter = ChangeLogFilter()
         if let stores = try strings(request, "stores") {
             filter.stores = Set(stores)

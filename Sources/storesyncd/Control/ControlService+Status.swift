@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import StoreSync
 import StoreSyncControl
+import StoreSyncPostgreSQL
 
 extension ControlService {
     /// `status`: the daemon, then each group and store. Each group's
@@ -20,16 +21,19 @@ extension ControlService {
             }
         }
         var fresh: [String: Result<[SyncStoreStatus], Error>] = [:]
+        var hubs: [String: GroupRunner.HubReport] = [:]
         var answered = false
         let timer = try LoopTimer(loop)
         let answer = { [self] in
             guard !answered else { return }
             answered = true
             timer.close()
-            let groups = runners.map { groupJSON($0, fresh: fresh[$0.name]) }
-            // Records that cannot be written are behind the stores: not in sync.
+            let groups = runners.map { groupJSON($0, fresh: fresh[$0.name], hub: hubs[$0.name] ?? $0.latestHubReport) }
+            // Records that cannot be written are behind the stores, and a
+            // hub out of reach leaves them unsynced: not in sync.
             let inSync = !groups.isEmpty && groups.allSatisfy { group in
                 group["error"]?.isNull != false && group["export"]?["state"]?.string != "failing"
+                    && group["hub"]?["reachable"]?.bool != false
                     && (group["stores"]?.array ?? []).allSatisfy {
                     $0["state"]?.string == SyncStoreStatus.State.ok.rawValue && $0["conflicts_waiting"]?.int == 0
                 }
@@ -37,10 +41,11 @@ extension ControlService {
             reply(ControlReply.ok(request.id, ["daemon": daemonJSON(), "groups": .array(groups), "in_sync": .bool(inSync && daemon.state == .running)]))
         }
         for runner in runners {
-            runner.perform({ try $0.status() }) { [loop] result in
+            runner.statusReport { [loop] result, hub in
                 loop.post {
                     guard !answered else { return }
                     fresh[runner.name] = result
+                    hubs[runner.name] = hub
                     if fresh.count == runners.count { answer() }
                 }
             }
@@ -69,10 +74,11 @@ extension ControlService {
         ]
     }
 
-    private func groupJSON(_ runner: GroupRunner, fresh: Result<[SyncStoreStatus], Error>?) -> JSONValue {
+    private func groupJSON(_ runner: GroupRunner, fresh: Result<[SyncStoreStatus], Error>?, hub: GroupRunner.HubReport) -> JSONValue {
         let latest = daemon.latest[runner.name]
         var group: [String: JSONValue] = [
             "name": .string(runner.name),
+            "hub": hubJSON(hub, listener: daemon.hubListeners[runner.name]),
             "paused": .array((daemon.pausedStores[runner.name] ?? []).sorted().map(JSONValue.string)),
             "last_round": latest.map(Self.json) ?? .null,
             "error": .null,
@@ -101,6 +107,33 @@ extension ControlService {
             }
         }
         return .object(group)
+    }
+
+    /// The group's hub: kind, server, reachability and, for a PostgreSQL
+    /// hub, this host's name, the notification connection and every host's
+    /// stores the hub knows.
+    func hubJSON(_ hub: GroupRunner.HubReport, listener: HubListener?) -> JSONValue {
+        var out: [String: JSONValue] = [
+            "kind": .string(hub.kind),
+            "server": .string(hub.server),
+            "reachable": .bool(hub.reachable),
+            "error": JSONValue(hub.error),
+            "unreachable_since": hub.unreachableSince.map { JSONValue($0) } ?? .null,
+        ]
+        guard hub.kind == "postgresql" else { return .object(out) }
+        out["host_name"] = JSONValue(hub.hostName)
+        out["notifications"] = listener.map { listener in
+            ["state": .string(listener.state.rawValue), "channel": .string(listener.channel), "error": JSONValue(listener.lastError),
+             "received": JSONValue(listener.received), "ignored_own": JSONValue(listener.ignored)]
+        } ?? ["state": "not-started", "channel": .null, "error": .null, "received": 0, "ignored_own": 0]
+        out["known_stores"] = hub.knownStores.map { stores in
+            .array(stores.map { store in
+                ["host": .string(store.host), "store": .string(store.store), "this_host": .bool(store.host == hub.hostName),
+                 "pulled_through": .int(store.pulledThrough), "base": .int(store.base), "pushed_through": .int(store.pushedThrough),
+                 "needs_full_push": .bool(store.needsFullPush), "last_seen": JSONValue(store.lastSeen)]
+            })
+        } ?? .null
+        return .object(out)
     }
 
     /// A store the engine could not report on.

@@ -1,0 +1,41 @@
+import Foundation
+import StoreSyncPostgreSQL
+
+/// The PostgreSQL server tests use: `scripts/postgres start` prints the variable to export.
+/// Copied in Tests/StoreSyncTests/Support (test targets cannot share files): keep both identical.
+///
+/// Tests are skipped when STORESYNC_TEST_POSTGRESQL is unset, and fail when
+/// STORESYNC_REQUIRE_POSTGRESQL=1 (CI) says the server must be there:
+/// ```swift
+/// @Test(.enabled(if: TestPostgreSQL.isAvailable)) func roundTrip() throws {
+///     let connection = try PostgreSQLConnection(try TestPostgreSQL.requireConninfo())
+/// }
+/// ```
+/// (XCTest: `try XCTSkipUnless(TestPostgreSQL.isAvailable)`, then `requireConninfo()`.)
+enum TestPostgreSQL {
+    static var conninfo: String? {
+        ProcessInfo.processInfo.environment["STORESYNC_TEST_POSTGRESQL"].flatMap { $0.isEmpty ? nil : $0 }
+    }
+    static var isRequired: Bool { ProcessInfo.processInfo.environment["STORESYNC_REQUIRE_POSTGRESQL"] == "1" }
+    /// True when the tests should run: the server is configured, or required (then they fail without it).
+    static var isAvailable: Bool { conninfo != nil || isRequired }
+
+    struct Missing: Error, CustomStringConvertible {
+        var description: String {
+            "STORESYNC_REQUIRE_POSTGRESQL=1 and STORESYNC_TEST_POSTGRESQL is unset: run `scripts/postgres start` and export the variable it prints"
+        }
+    }
+    static func requireConninfo() throws -> String {
+        guard let conninfo else { throw Missing() }
+        return conninfo
+    }
+
+    /// A fresh schema-safe unique name for a group: "t" and 12 random lowercase hex digits.
+    static func uniqueGroupName() -> String {
+        "t" + String(UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(12))
+    }
+    /// Drops the schema `name` and everything in it (what a test's group made).
+    static func dropSchema(_ name: String) throws {
+        try PostgreSQLConnection(try requireConninfo()).execute("DROP SCHEMA IF EXISTS \"\(name)\" CASCADE")
+    }
+}
