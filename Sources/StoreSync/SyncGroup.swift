@@ -819,6 +819,7 @@ public final class SyncGroup {
             for gid in ordered where states[gid] == nil {
                 if let object = try member.access.object(gid) { member.context.delete(object) }
             }
+            try deleteMembersTheHubNoLongerHas(member, ordered, Set(objects), states)
             for gid in ordered {
                 guard let state = states[gid] else { continue }
                 if try member.access.object(gid) == nil { _ = try member.access.insert(state.entityName, gid: gid) }
@@ -831,6 +832,39 @@ public final class SyncGroup {
             }
             try member.context.save()
         }
+    }
+
+    /// A membership written whole (`.members`) leaves out the members the
+    /// hub no longer has. When such a member's delete comes in a later page
+    /// of the same push (the states written are the hub's as it is now, the
+    /// pages are its history in order), writing the membership first would
+    /// unlink it (its to-one nulled, or its own membership changed): an
+    /// engine write of it that the hub never made, then the delete. Those
+    /// members are deleted here instead, in this page's save, which is what
+    /// the push comes to anyway (the store has no unpulled change: the push
+    /// runs only then, under the store's write lock).
+    private func deleteMembersTheHubNoLongerHas(_ member: Member, _ ordered: [UUID], _ objects: Set<UUID>,
+                                                _ states: [UUID: ObjectState]) throws {
+        var candidates: [UUID: ManagedObject] = [:]
+        for gid in ordered {
+            guard let state = states[gid], let object = try member.access.object(gid) else { continue }
+            for (name, value) in state.values {
+                guard case .members(let kept) = value,
+                      let rel = object.entity.propertiesByName[name] as? RelationshipDescription, rel.isToMany else { continue }
+                let current = try object.value(forKey: name)
+                let members = (current as? [ManagedObject]) ?? (current as? Set<ManagedObject>).map(Array.init) ?? []
+                guard members.count > 0 else { continue }
+                let keptSet = Set(kept)
+                for object in members where !object.isDeleted {
+                    // A member in this page is written by its own state.
+                    guard let id = try member.access.globalIdentifier(of: object), !keptSet.contains(id), !objects.contains(id) else { continue }
+                    candidates[id] = object
+                }
+            }
+        }
+        guard !candidates.isEmpty else { return }
+        let present = try hubStates(Array(candidates.keys))
+        for (id, object) in candidates where present[id] == nil && !object.isDeleted { member.context.delete(object) }
     }
 
     /// Ends a push inside its store transaction: objects that missed a

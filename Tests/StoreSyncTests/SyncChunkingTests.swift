@@ -17,6 +17,9 @@ import Testing
         var stateReadsLeft: Int
         /// `states(of:)` calls so far.
         var stateReads = 0
+        /// Batches refused as a full disk would refuse them (nil: none), and how many were.
+        var refusing: ((HubBatch) -> Bool)?
+        var refused = 0
         struct Crash: Error {}
 
         init(_ inner: EmbeddedHub, commits: Int = .max, stateReads: Int = .max) {
@@ -42,6 +45,10 @@ import Testing
         func pending(for store: String) throws -> Set<UUID> { try inner.pending(for: store) }
         func conflicts(store: String?, includingResolved: Bool) throws -> [SyncConflict] { try inner.conflicts(store: store, includingResolved: includingResolved) }
         func commit(_ batch: HubBatch) throws -> Int64 {
+            if let refusing, refusing(batch) {
+                refused += 1
+                throw CoreDataError(.persistentStoreSave, "database or disk is full (simulated)")
+            }
             commitsLeft -= 1
             if commitsLeft < 0 { throw Crash() }
             return try inner.commit(batch)
@@ -111,6 +118,59 @@ import Testing
             let names = store.values.filter { $0["entity"] == "Record" }.compactMap { $0["name"] }
             #expect(names.count == expected && Set(names).count == expected, "\(url.lastPathComponent): \(names.count) records, \(Set(names).count) distinct, expected \(expected)")
         }
+    }
+
+    /// A push of several pages writes each object's hub state as it is now.
+    /// A folder renamed early (first page) whose record was deleted later
+    /// (a later page) must not make the engine write that record twice into
+    /// the store (its folder nulled, then deleted): the workload checker
+    /// counts that as a change applied that the hub never made ("repeated").
+    @Test func aMultiPagePushWritesAMemberDeletedInALaterPageOnlyOnce() throws {
+        let directory = try SyncFixtures.directory()
+        let group = try SyncFixtures.group([.objectTrump, .objectTrump], in: directory)
+        let s1 = directory.appendingPathComponent("s1.sqlite"), s2 = directory.appendingPathComponent("s2.sqlite")
+        let app = try SyncFixtures.app(s1)
+        func save(_ body: () throws -> Void) throws {
+            try app.performAndWait {
+                app.reset()
+                try body()
+                try app.save()
+            }
+        }
+        func first(_ entity: String, named name: String) throws -> ManagedObject {
+            let request = FetchRequest(entityName: entity)
+            request.predicate = try FetchPredicate(format: "name == %@", argumentArray: [name])
+            return try #require(try app.fetch(request).first)
+        }
+        try save {
+            let folder = try app.insertNewObject(forEntityName: "Folder")
+            try folder.setValue("f", forKey: "name")
+            for name in ["r1", "r2"] {
+                let record = try app.insertNewObject(forEntityName: "Record")
+                try record.setValue(name, forKey: "name")
+                try record.setValue(folder, forKey: "folder")
+            }
+        }
+        try group.runUntilIdle()
+        let r1 = try #require(try SyncFixtures.contents(s2).first { $0.value["name"] == ObjectState.canonical("r1") }?.key)
+
+        group.chunkChanges = 1
+        try save { try first("Folder", named: "f").setValue("g", forKey: "name") }
+        for n in 0..<3 { try save { try app.insertNewObject(forEntityName: "Label").setValue("l\(n)", forKey: "name") } }
+        try save { app.delete(try first("Record", named: "r1")) }
+
+        let coordinator = try PersistentStoreCoordinator(managedObjectModel: SyncFixtures.model())
+        let store = try coordinator.addPersistentStore(ofType: PersistentStoreCoordinator.sqliteStoreType, at: s2,
+                                                       options: [PersistentStore.persistentHistoryTrackingKey: true])
+        defer { try? coordinator.remove(store) }
+        let before = try #require(try coordinator.currentPersistentHistoryToken(fromStores: [store]))
+        try group.runUntilIdle()
+        #expect(try group.statistics.largestPushSave < 5, "the push was written in several saves")
+        let written = try coordinator.execute(PersistentHistoryChangeRequest.fetchHistory(after: before)).transactions
+            .flatMap(\.changes).filter { $0.globalIdentifier == r1 }.map(\.changeType)
+        #expect(written == [.delete], "r1 in s2's history after the push: \(written)")
+        #expect(try SyncFixtures.contents(s2) == (try SyncFixtures.contents(s1)))
+        try group.close()
     }
 
     @Test func aBacklogLargerThanAChunkSurvivesACrashBetweenPullChunks() throws {
