@@ -819,7 +819,7 @@ public final class SyncGroup {
             for gid in ordered where states[gid] == nil {
                 if let object = try member.access.object(gid) { member.context.delete(object) }
             }
-            try deleteMembersTheHubNoLongerHas(member, ordered, Set(objects), states)
+            try deleteMembersTheHubNoLongerHas(member, ordered, Set(objects).union(run.held), states)
             for gid in ordered {
                 guard let state = states[gid] else { continue }
                 if try member.access.object(gid) == nil { _ = try member.access.insert(state.entityName, gid: gid) }
@@ -843,7 +843,7 @@ public final class SyncGroup {
     /// members are deleted here instead, in this page's save, which is what
     /// the push comes to anyway (the store has no unpulled change: the push
     /// runs only then, under the store's write lock).
-    private func deleteMembersTheHubNoLongerHas(_ member: Member, _ ordered: [UUID], _ objects: Set<UUID>,
+    private func deleteMembersTheHubNoLongerHas(_ member: Member, _ ordered: [UUID], _ excluded: Set<UUID>,
                                                 _ states: [UUID: ObjectState]) throws {
         var candidates: [UUID: ManagedObject] = [:]
         for gid in ordered {
@@ -856,8 +856,9 @@ public final class SyncGroup {
                 guard members.count > 0 else { continue }
                 let keptSet = Set(kept)
                 for object in members where !object.isDeleted {
-                    // A member in this page is written by its own state.
-                    guard let id = try member.access.globalIdentifier(of: object), !keptSet.contains(id), !objects.contains(id) else { continue }
+                    // A member in this page is written by its own state; a held one
+                    // (a conflict waiting) is not the push's to delete.
+                    guard let id = try member.access.globalIdentifier(of: object), !keptSet.contains(id), !excluded.contains(id) else { continue }
                     candidates[id] = object
                 }
             }
