@@ -82,14 +82,21 @@ let package = Package(
         .testTarget(
             name: "StoreSyncTests",
             // StoreSyncPostgreSQL: the engine's tests run over both hubs.
-            dependencies: ["StoreSync", "StoreSyncPostgreSQL", "ObjectGraph", "CSQLite", "SyncWorkload", "storesync-writer"],
+            dependencies: ["StoreSync", "StoreSyncPostgreSQL", "PostgreSQLTestSupport", "ObjectGraph", "CSQLite", "SyncWorkload", "storesync-writer"],
             swiftSettings: swift5
         ),
         // Needs a PostgreSQL server: STORESYNC_TEST_POSTGRESQL (printed by
         // `scripts/postgres start`); skipped when unset.
+        // The test server's settings (STORESYNC_TEST_POSTGRESQL), shared by the test targets that need it.
+        .target(
+            name: "PostgreSQLTestSupport",
+            dependencies: ["StoreSyncPostgreSQL"],
+            path: "Tests/PostgreSQLTestSupport",
+            swiftSettings: swift5
+        ),
         .testTarget(
             name: "StoreSyncPostgreSQLTests",
-            dependencies: ["StoreSyncPostgreSQL", "StoreSync", "ObjectGraph", "CLibPQ"],
+            dependencies: ["StoreSyncPostgreSQL", "StoreSync", "ObjectGraph", "CLibPQ", "PostgreSQLTestSupport"],
             swiftSettings: swift5
         ),
         // Writer processes for tests, scripts and benchmarks: saves through
@@ -183,7 +190,7 @@ let package = Package(
             name: "storesyncdTests",
             // StoreSyncPostgreSQL: the shared-hub tests read the hub to check the workload.
             dependencies: ["storesyncd", "storesyncctl", "ObjectGraph", "StoreSyncControl", "CSQLite", "SyncWorkload", "storesync-writer",
-                           "StoreSyncPostgreSQL"],
+                           "StoreSyncPostgreSQL", "PostgreSQLTestSupport"],
             swiftSettings: swift5
         ),
         .executableTarget(

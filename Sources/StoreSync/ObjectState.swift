@@ -22,6 +22,25 @@ public struct ObjectState: @unchecked Sendable {
         self.values = values
     }
 
+    /// The objects `values` name as destinations or members (what a hub or
+    /// a push loads before writing them).
+    ///
+    /// ```swift
+    /// let needed = ObjectState.references(state.values)   // to-one destinations, members added or removed
+    /// ```
+    public static func references(_ values: [String: SyncValue]) -> [UUID] {
+        var out: [UUID] = []
+        for value in values.values {
+            switch value {
+            case .attribute: continue
+            case .toOne(let gid): if let gid { out.append(gid) }
+            case .members(let gids): out += gids
+            case .memberChange(let added, let removed, _): out += added + removed
+            }
+        }
+        return out
+    }
+
     /// Whether two values are the same stored value (dictionaries and
     /// arrays compared by content, memberships as sets unless ordered).
     static func same(_ a: SyncValue?, _ b: SyncValue?) -> Bool {
@@ -36,7 +55,12 @@ public struct ObjectState: @unchecked Sendable {
 
     /// Whether two attribute values are the same stored value: the common
     /// scalar types compared directly, anything else as canonical text.
-    static func sameAttribute(_ a: Any?, _ b: Any?) -> Bool {
+    /// Public, so every hub tells an unchanged value the same way.
+    ///
+    /// ```swift
+    /// ObjectState.sameAttribute(["a": 1, "b": 2] as [String: Any], ["b": 2, "a": 1] as [String: Any])   // true
+    /// ```
+    public static func sameAttribute(_ a: Any?, _ b: Any?) -> Bool {
         switch (a, b) {
         case (nil, nil): return true
         case (nil, let other?), (let other?, nil): return other is NSNull
@@ -54,8 +78,13 @@ public struct ObjectState: @unchecked Sendable {
         }
     }
 
-    /// A value as comparable text that does not depend on a dictionary's iteration order.
-    static func canonical(_ value: Any?) -> String {
+    /// A value as comparable text that does not depend on a dictionary's
+    /// iteration order (what conflicts record as base, incoming and hub values).
+    ///
+    /// ```swift
+    /// ObjectState.canonical(Int32(3))   // "Int32:3"
+    /// ```
+    public static func canonical(_ value: Any?) -> String {
         switch value {
         case nil: return "nil"
         case let v as NSNull: return "\(v)"

@@ -813,7 +813,7 @@ public final class SyncGroup {
         try member.context.performAndWait {
             defer { member.access.reset() }
             member.context.name = "push:\(run.hubPosition)"
-            try member.access.load(objects + objects.compactMap { states[$0] }.flatMap { EmbeddedHub.references($0.values) })
+            try member.access.load(objects + objects.compactMap { states[$0] }.flatMap { ObjectState.references($0.values) })
             // In identifier-text order; each text made once, not per comparison.
             let ordered = objects.map { ($0.uuidString, $0) }.sorted { $0.0 < $1.0 }.map(\.1)
             for gid in ordered where states[gid] == nil {

@@ -3,6 +3,7 @@ import ObjectGraph
 import Testing
 @testable import StoreSync
 import StoreSyncPostgreSQL
+import PostgreSQLTestSupport
 
 /// Convergence across hosts (issue 19): two engines, standing for the
 /// daemons of two hosts, each with two stores of its own and random
@@ -152,5 +153,80 @@ import StoreSyncPostgreSQL
     func hostsSharingAPostgreSQLHubConverge(seed: UInt64) throws {
         let conninfo = try #require(TestPostgreSQL.conninfo, "no PostgreSQL test server: run `scripts/postgres start` and export STORESYNC_TEST_POSTGRESQL")
         try Self.run(seed: seed, conninfo: conninfo)
+    }
+
+    /// Two daemons on two hosts, each with its own store named "s1", share
+    /// one group through the PostgreSQL hub: each one's changes reach the
+    /// other's store, and a conflict is decided once, by the policy of the
+    /// store whose change meets the hub's.
+    @Test(.enabled(if: HubKind.available.contains(.postgreSQL)))
+    func twoHostsWithStoresOfTheSameNameConverge() throws {
+        let groupName = TestPostgreSQL.uniqueGroupName()
+        defer { try? TestPostgreSQL.dropSchema("storesync_" + groupName) }
+        let conninfo = try TestPostgreSQL.requireConninfo()
+        let directories = try (0..<2).map { _ in try SyncFixtures.directory() }
+        defer { for directory in directories { try? FileManager.default.removeItem(at: directory) } }
+        let hosts = ["alpha", "beta"]
+        let policies: [SyncPolicy] = [.objectTrump, .storeTrump]
+        let groups = try (0..<2).map { n in
+            let hub = try PostgreSQLHub(model: SyncFixtures.model(), conninfo: conninfo, group: groupName, host: hosts[n])
+            let store = SyncStoreConfiguration(name: "s1", url: directories[n].appendingPathComponent("s1.sqlite"), policy: policies[n])
+            return try SyncGroup(configuration: SyncGroupConfiguration(name: groupName, model: SyncFixtures.model(),
+                                                                       stateDirectory: directories[n].appendingPathComponent("state"), stores: [store]), hub: hub)
+        }
+        defer { for group in groups { try? group.close() } }
+        let apps = try (0..<2).map { n -> ManagedObjectContext in
+            let coordinator = try PersistentStoreCoordinator(managedObjectModel: SyncFixtures.model())
+            try coordinator.addPersistentStore(ofType: PersistentStoreCoordinator.sqliteStoreType, at: directories[n].appendingPathComponent("s1.sqlite"))
+            let context = ManagedObjectContext(coordinator: coordinator)
+            context.transactionAuthor = "app"
+            return context
+        }
+        func rounds() throws { for _ in 0..<2 { for group in groups { try group.runUntilIdle() } } }
+        func values(_ n: Int) throws -> [String: Int32] {
+            try apps[n].performAndWait {
+                apps[n].reset()
+                var out: [String: Int32] = [:]
+                for record in try apps[n].fetch(FetchRequest(entityName: "Record")) {
+                    out[(try record.value(forKey: "name") as? String) ?? "?"] = try record.value(forKey: "a") as? Int32
+                }
+                return out
+            }
+        }
+        func save(_ n: Int, _ body: (ManagedObjectContext) throws -> Void) throws {
+            try apps[n].performAndWait {
+                apps[n].reset()
+                try body(apps[n])
+                try apps[n].save()
+            }
+        }
+        try save(0) { context in
+            let record = try context.insertNewObject(forEntityName: "Record")
+            try record.setValue("from alpha", forKey: "name")
+            try record.setValue(Int32(1), forKey: "a")
+        }
+        try rounds()
+        #expect(try values(1) == ["from alpha": 1])
+        try save(1) { context in
+            let record = try context.insertNewObject(forEntityName: "Record")
+            try record.setValue("from beta", forKey: "name")
+            try record.setValue(Int32(2), forKey: "a")
+        }
+        try rounds()
+        #expect(try values(0) == ["from alpha": 1, "from beta": 2])
+        // Both change one record before either syncs: alpha's pull comes first,
+        // beta's store-trump keeps the hub's value and gets it back.
+        for (n, a) in [(0, Int32(10)), (1, Int32(20))] {
+            try save(n) { context in
+                let record = try #require(try context.fetch(FetchRequest(entityName: "Record")).first { (try? $0.value(forKey: "name") as? String) == "from alpha" })
+                try record.setValue(a, forKey: "a")
+            }
+        }
+        try rounds()
+        #expect(try values(0) == ["from alpha": 10, "from beta": 2])
+        #expect(try values(1) == ["from alpha": 10, "from beta": 2])
+        let hub = try PostgreSQLHub(model: SyncFixtures.model(), conninfo: conninfo, group: groupName, host: "observer")
+        defer { try? hub.close() }
+        #expect(try hub.knownStores().map { "\($0.host)/\($0.store)" } == ["alpha/s1", "beta/s1"])
     }
 }

@@ -9,6 +9,7 @@ import StoreSyncControl
 import StoreSyncPostgreSQL
 import SyncWorkload
 import XCTest
+import PostgreSQLTestSupport
 
 /// Issue 19: a sync group's hub in PostgreSQL, shared by the daemons of two
 /// hosts simulated on one machine (each with its own configuration, state

@@ -109,17 +109,6 @@ public final class EmbeddedHub: SyncHub {
         }
     }
 
-    public func changes(after position: Int64) throws -> [HubChange] {
-        var out: [HubChange] = []
-        var from = position
-        while true {
-            let page = try changes(after: from, excludingOrigin: nil, changeLimit: 10_000)
-            out += page.changes
-            if page.through == from { return out }
-            from = page.through
-        }
-    }
-
     public func changes(after position: Int64, excludingOrigin: String?, changeLimit: Int) throws -> (changes: [HubChange], through: Int64) {
         // First the transactions alone (no value decoded): their context
         // names say their origin, so a store's own pulls are skipped unread.
@@ -326,8 +315,8 @@ public final class EmbeddedHub: SyncHub {
                 var referenced: [UUID] = []
                 for operation in operations {
                     switch operation {
-                    case .insert(let gid, let state): referenced.append(gid); referenced += Self.references(state.values)
-                    case .update(let gid, let values): referenced.append(gid); referenced += Self.references(values)
+                    case .insert(let gid, let state): referenced.append(gid); referenced += ObjectState.references(state.values)
+                    case .update(let gid, let values): referenced.append(gid); referenced += ObjectState.references(values)
                     case .delete(let gid): referenced.append(gid)
                     }
                 }
@@ -392,20 +381,6 @@ public final class EmbeddedHub: SyncHub {
         for (storeName, gid) in batch.pendingRemoved {
             for row in try pendingRows(storeName, gid) { context.delete(row) }
         }
-    }
-
-    /// The objects values name as destinations or members.
-    static func references(_ values: [String: SyncValue]) -> [UUID] {
-        var out: [UUID] = []
-        for value in values.values {
-            switch value {
-            case .attribute: continue
-            case .toOne(let gid): if let gid { out.append(gid) }
-            case .members(let gids): out += gids
-            case .memberChange(let added, let removed, _): out += added + removed
-            }
-        }
-        return out
     }
 
     private func pendingRows(_ storeName: String, _ gid: UUID) throws -> [ManagedObject] {

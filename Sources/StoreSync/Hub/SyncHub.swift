@@ -145,4 +145,16 @@ extension SyncHub {
     public func transaction<T>(_ body: () throws -> T) throws -> T { try body() }
     /// One writer: the hub only changes by the caller's own commits.
     public func snapshot<T>(_ body: () throws -> T) throws -> T { try body() }
+
+    /// Every change after `position`, read page by page.
+    public func changes(after position: Int64) throws -> [HubChange] {
+        var out: [HubChange] = []
+        var from = position
+        while true {
+            let page = try changes(after: from, excludingOrigin: nil, changeLimit: 10_000)
+            out += page.changes
+            if page.through == from { return out }
+            from = page.through
+        }
+    }
 }

@@ -171,20 +171,7 @@ public final class PostgreSQLHub: SyncHub {
             let workspace = PostgreSQLHubWorkspace(schema: schema, connection: connection)
             try workspace.load(objects)
             // Members of every to-many of the objects found, one statement per relationship and side.
-            var owners: [String: (PostgreSQLHubSchema.ToMany, [UUID])] = [:]
-            for gid in objects {
-                guard let row = workspace.rows[gid] else { continue }
-                for case let rel as RelationshipDescription in row.entity.properties where rel.isToMany && !rel.isTransient {
-                    guard let storage = schema.toMany(rel) else { continue }
-                    owners[PostgreSQLHubSchema.key(rel), default: (storage, [])].1.append(gid)
-                }
-            }
-            for (storage, gids) in owners.values {
-                switch storage {
-                case .derived(let table, let column, _): try workspace.loadReferencing(table, column: column, owners: gids)
-                case .join(let join, let ownerIsA): try workspace.loadJoin(join, sideA: ownerIsA, gids)
-                }
-            }
+            try preloadMemberships(workspace, objects)
             var out: [UUID: ObjectState] = [:]
             for gid in objects {
                 guard let row = workspace.rows[gid] else { continue }
@@ -216,17 +203,6 @@ public final class PostgreSQLHub: SyncHub {
                 for i in 0..<result.rowCount { if let gid = result.uuid(i, 0) { out.append(gid) } }
             }
             return out
-        }
-    }
-
-    public func changes(after position: Int64) throws -> [HubChange] {
-        var out: [HubChange] = []
-        var from = position
-        while true {
-            let page = try changes(after: from, excludingOrigin: nil, changeLimit: 10_000)
-            out += page.changes
-            if page.through == from { return out }
-            from = page.through
         }
     }
 
@@ -368,8 +344,8 @@ public final class PostgreSQLHub: SyncHub {
         let workspace = PostgreSQLHubWorkspace(schema: schema, connection: connection)
         // Everything the batch names, read together.
         var named: [UUID] = batch.inserts.map(\.0) + batch.updates.map(\.0) + batch.deletes
-        for (_, state) in batch.inserts { named += Self.references(state.values) }
-        for (_, values) in batch.updates { named += Self.references(values) }
+        for (_, state) in batch.inserts { named += ObjectState.references(state.values) }
+        for (_, values) in batch.updates { named += ObjectState.references(values) }
         try workspace.load(named)
         // The destinations of deleted objects' to-ones (their delete rules reach them).
         try workspace.load(batch.deletes.compactMap { workspace.rows[$0] }.flatMap { $0.values.values.compactMap { $0 as? UUID } })
@@ -403,19 +379,6 @@ public final class PostgreSQLHub: SyncHub {
             case .join(let join, let ownerIsA): try workspace.loadJoin(join, sideA: ownerIsA, set)
             }
         }
-    }
-
-    static func references(_ values: [String: SyncValue]) -> [UUID] {
-        var out: [UUID] = []
-        for value in values.values {
-            switch value {
-            case .attribute: continue
-            case .toOne(let gid): if let gid { out.append(gid) }
-            case .members(let gids): out += gids
-            case .memberChange(let added, let removed, _): out += added + removed
-            }
-        }
-        return out
     }
 
     private func writeHistory(_ changes: [PostgreSQLHubWorkspace.Change], position: Int64, origin: String?) throws {

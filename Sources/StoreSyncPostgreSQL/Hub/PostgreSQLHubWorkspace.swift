@@ -533,8 +533,7 @@ final class PostgreSQLHubWorkspace {
                 for column in table.columns {
                     // Equal values (dictionaries by content, as the embedded hub's
                     // `sameAttribute` compares them) are no change.
-                    if Self.same(old.values[column.name], new.values[column.name])
-                        || Self.canonical(old.values[column.name]) == Self.canonical(new.values[column.name]) { continue }
+                    if ObjectState.sameAttribute(old.values[column.name], new.values[column.name]) { continue }
                     let was = try text(old.values[column.name], column, old.entity)
                     let now = try text(new.values[column.name], column, new.entity)
                     guard was != now else { continue }
@@ -605,40 +604,6 @@ final class PostgreSQLHubWorkspace {
             if let put = upserts[table.name] { try upsert(put, into: table, position: position) }
         }
         return changes
-    }
-
-    /// Values certainly equal, told without making their text (the common
-    /// types; anything else is compared by its text).
-    static func same(_ a: Any?, _ b: Any?) -> Bool {
-        switch (a, b) {
-        case (nil, nil): return true
-        case let (x as UUID, y as UUID): return x == y
-        case let (x as String, y as String): return x == y
-        case let (x as Int, y as Int): return x == y
-        case let (x as Int16, y as Int16): return x == y
-        case let (x as Int32, y as Int32): return x == y
-        case let (x as Int64, y as Int64): return x == y
-        case let (x as Bool, y as Bool): return x == y
-        case let (x as Double, y as Double): return x.bitPattern == y.bitPattern
-        case let (x as Float, y as Float): return x.bitPattern == y.bitPattern
-        case let (x as Date, y as Date): return x.timeIntervalSinceReferenceDate.bitPattern == y.timeIntervalSinceReferenceDate.bitPattern
-        case let (x as Data, y as Data): return x == y
-        default: return false
-        }
-    }
-
-    /// A value as text that does not depend on a dictionary's order (the
-    /// engine's `ObjectState.canonical`, which StoreSync keeps internal).
-    static func canonical(_ value: Any?) -> String {
-        switch value {
-        case nil: return "nil"
-        case let dictionary as [AnyHashable: Any]:
-            return "{" + dictionary.map { "\($0.key)=\(canonical($0.value))" }.sorted().joined(separator: ",") + "}"
-        case let dictionary as [String: Any]:
-            return "{" + dictionary.map { "\($0.key)=\(canonical($0.value))" }.sorted().joined(separator: ",") + "}"
-        case let array as [Any]: return "[" + array.map(canonical).joined(separator: ",") + "]"
-        case let value?: return "\(type(of: value)):\(value)"
-        }
     }
 
     private func text(_ value: Any?, _ column: PostgreSQLHubSchema.Column, _ entity: EntityDescription) throws -> String? {

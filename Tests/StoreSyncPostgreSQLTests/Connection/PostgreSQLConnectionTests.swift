@@ -4,6 +4,7 @@ import Glibc
 #endif
 import StoreSyncPostgreSQL
 import Testing
+import PostgreSQLTestSupport
 
 /// PostgreSQLConnection against the server of `scripts/postgres start`
 /// (STORESYNC_TEST_POSTGRESQL; skipped when unset, failing when

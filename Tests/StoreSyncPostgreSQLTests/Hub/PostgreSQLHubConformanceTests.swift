@@ -3,6 +3,7 @@ import ObjectGraph
 import Testing
 @testable import StoreSync
 import StoreSyncPostgreSQL
+import PostgreSQLTestSupport
 
 /// The same hub batches committed to an `EmbeddedHub` and a `PostgreSQLHub`
 /// leave the same objects, history, cursors, pending objects and conflicts:

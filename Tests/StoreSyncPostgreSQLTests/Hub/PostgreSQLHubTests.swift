@@ -3,6 +3,7 @@ import ObjectGraph
 import Testing
 @testable import StoreSync
 import StoreSyncPostgreSQL
+import PostgreSQLTestSupport
 
 /// The PostgreSQL hub's own behaviour: its schema, several hosts on one
 /// group, history purge bounded by every host's stores, notifications.

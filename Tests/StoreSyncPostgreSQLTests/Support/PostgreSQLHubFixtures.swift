@@ -2,6 +2,7 @@ import Foundation
 import ObjectGraph
 @testable import StoreSync
 import StoreSyncPostgreSQL
+import PostgreSQLTestSupport
 
 /// Models and helpers the PostgreSQL hub's tests share.
 enum PostgreSQLHubFixtures {

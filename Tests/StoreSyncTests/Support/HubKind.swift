@@ -3,6 +3,7 @@ import ObjectGraph
 import StoreSync
 import StoreSyncPostgreSQL
 import Testing
+import PostgreSQLTestSupport
 
 /// The hubs the engine's tests run over: the same decisions must come out
 /// of the embedded hub and of a PostgreSQL one (issue 19: "the same
