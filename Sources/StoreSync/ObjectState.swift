@@ -168,18 +168,23 @@ final class GraphAccess {
                 if !names.isEmpty { try context.prefetch(names, for: group) }
             }
         }
-        var unknown: [ManagedObjectID] = []
+        var related: [ManagedObject] = []
         for object in objects {
             for case let rel as RelationshipDescription in object.entity.properties where !rel.isTransient {
                 let value = try object.value(forKey: rel.name)
-                let related = (value as? ManagedObject).map { [$0] } ?? (value as? [ManagedObject]) ?? (value as? Set<ManagedObject>).map(Array.init) ?? []
-                for member in related where known[member.objectID] == nil && !member.objectID.isTemporaryID { unknown.append(member.objectID) }
+                related += (value as? ManagedObject).map { [$0] } ?? (value as? [ManagedObject]) ?? (value as? Set<ManagedObject>).map(Array.init) ?? []
             }
         }
-        if !unknown.isEmpty {
-            for (id, gid) in try context.persistentStoreCoordinator.globalIdentifiers(for: unknown) { known[id] = gid }
-        }
+        try learnGlobalIdentifiers(of: related)
         return try objects.map(state(of:))
+    }
+
+    /// Asks the identifiers of the objects not known yet in one call, so
+    /// `globalIdentifier(of:)` then answers each from memory.
+    func learnGlobalIdentifiers(of objects: [ManagedObject]) throws {
+        let unknown = objects.map(\.objectID).filter { known[$0] == nil && !$0.isTemporaryID }
+        guard !unknown.isEmpty else { return }
+        for (id, gid) in try context.persistentStoreCoordinator.globalIdentifiers(for: unknown) { known[id] = gid }
     }
 
     func insert(_ entityName: String, gid: UUID) throws -> ManagedObject {

@@ -845,22 +845,28 @@ public final class SyncGroup {
     /// runs only then, under the store's write lock).
     private func deleteMembersTheHubNoLongerHas(_ member: Member, _ ordered: [UUID], _ excluded: Set<UUID>,
                                                 _ states: [UUID: ObjectState]) throws {
-        var candidates: [UUID: ManagedObject] = [:]
+        // The memberships written whole, with the store's current members of each.
+        var written: [(kept: Set<UUID>, members: [ManagedObject])] = []
         for gid in ordered {
             guard let state = states[gid], let object = try member.access.object(gid) else { continue }
             for (name, value) in state.values {
                 guard case .members(let kept) = value,
                       let rel = object.entity.propertiesByName[name] as? RelationshipDescription, rel.isToMany else { continue }
                 let current = try object.value(forKey: name)
-                let members = (current as? [ManagedObject]) ?? (current as? Set<ManagedObject>).map(Array.init) ?? []
-                guard members.count > 0 else { continue }
-                let keptSet = Set(kept)
-                for object in members where !object.isDeleted {
-                    // A member in this page is written by its own state; a held one
-                    // (a conflict waiting) is not the push's to delete.
-                    guard let id = try member.access.globalIdentifier(of: object), !keptSet.contains(id), !excluded.contains(id) else { continue }
-                    candidates[id] = object
-                }
+                let members = ((current as? [ManagedObject]) ?? (current as? Set<ManagedObject>).map(Array.init) ?? []).filter { !$0.isDeleted }
+                if !members.isEmpty { written.append((Set(kept), members)) }
+            }
+        }
+        guard !written.isEmpty else { return }
+        // One identifier query for every member, not one per member (a push's hot path).
+        try member.access.learnGlobalIdentifiers(of: written.flatMap(\.members))
+        var candidates: [UUID: ManagedObject] = [:]
+        for (kept, members) in written {
+            for object in members {
+                // A member in this page is written by its own state; a held one
+                // (a conflict waiting) is not the push's to delete.
+                guard let id = try member.access.globalIdentifier(of: object), !kept.contains(id), !excluded.contains(id) else { continue }
+                candidates[id] = object
             }
         }
         guard !candidates.isEmpty else { return }

@@ -115,25 +115,26 @@ public final class PostgreSQLHub: SyncHub {
     /// connection broke and its decisions were made against what it read.
     /// The next operation reconnects.
     private func writing<T>(_ body: () throws -> T) throws -> T {
-        if connection.isInTransaction { return try body() }
-        try reconnectIfNeeded()
-        do {
-            return try body()
-        } catch let error as PostgreSQLError where error.isConnectionFailure {
-            needsReconnect = true
-            throw error
-        }
+        try inSession(readAgain: false, body)
     }
 
     /// A read outside a transaction on a broken connection (the server
     /// restarted, a failover) reconnects and is read again once.
     private func retryingRead<T>(_ body: () throws -> T) throws -> T {
+        try inSession(readAgain: true, body)
+    }
+
+    /// Runs body on a live session (inside an open transaction, as it is); a
+    /// broken connection is marked for reconnecting, and body runs again on
+    /// a new session when `readAgain`.
+    private func inSession<T>(readAgain: Bool, _ body: () throws -> T) throws -> T {
         if connection.isInTransaction { return try body() }
         try reconnectIfNeeded()
         do {
             return try body()
         } catch let error as PostgreSQLError where error.isConnectionFailure {
             needsReconnect = true
+            guard readAgain else { throw error }
             try reconnectIfNeeded()
             return try body()
         }
