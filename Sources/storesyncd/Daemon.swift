@@ -140,10 +140,10 @@ final class Daemon {
                 loop.post { [weak self] in self?.roundFinished(summary) }
             }
             if settings.hub.postgreSQL != nil {
-                runner.onHubSession = { [loop, weak runner] channel, processID in
+                runner.onHubSession = { [loop, weak runner] channel in
                     loop.post { [weak self] in
                         guard let self, let runner, self.runners.contains(where: { $0 === runner }) else { return }
-                        self.listen(runner, channel: channel, hubProcessID: processID)
+                        self.listen(runner, channel: channel)
                     }
                 }
             }
@@ -263,22 +263,18 @@ final class Daemon {
         }
     }
 
-    /// Starts (or, when the hub was reopened or reconnected, keeps) the
-    /// group's listener, telling it the hub session's server process.
-    private func listen(_ runner: GroupRunner, channel: String, hubProcessID: Int32?) {
+    /// Starts (or, when the hub was reopened on the same channel, keeps) the
+    /// group's listener.
+    private func listen(_ runner: GroupRunner, channel: String) {
         guard state != .stopping, let settings = runner.settings.hub.postgreSQL else { return }
         if let existing = hubListeners[runner.name] {
-            if existing.channel == channel {
-                existing.hubProcessID = hubProcessID
-                return
-            }
+            if existing.channel == channel { return }
             existing.close()
         }
         do {
             let listener = try HubListener(loop: loop, group: runner.name, channel: channel, hostName: configuration.hostName,
                                            maximumBackoff: min(30, settings.pollInterval), conninfo: { try settings.conninfo() },
                                            logger: logger) { [weak runner] in runner?.schedule(.hub) }
-            listener.hubProcessID = hubProcessID
             hubListeners[runner.name] = listener
             listener.start()
         } catch {

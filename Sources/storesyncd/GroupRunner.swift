@@ -143,12 +143,9 @@ final class GroupRunner {
 
     /// This host's name in a shared hub (`host_name`).
     let hostName: String
-    /// Called on the group's queue each time a PostgreSQL hub opens or its
-    /// connection is re-established, with its notification channel and the
-    /// server process of the hub's session: the daemon listens on the
-    /// channel and ignores the notifications of this daemon's own commits
-    /// (its round pushed them to this host's stores already).
-    var onHubSession: ((_ channel: String, _ processID: Int32?) -> Void)?
+    /// Called on the group's queue each time a PostgreSQL hub opens, with
+    /// its notification channel: the daemon listens on it.
+    var onHubSession: ((_ channel: String) -> Void)?
 
     // Only touched on `queue`.
     /// The hub could not be reached: the reason and since when (nil: reachable).
@@ -242,8 +239,7 @@ final class GroupRunner {
         logger.info("group open", metadata: ["stores": "\(configuration.stores.count)", "hub": "\(hubServer)"])
         if group.hub is PostgreSQLHub {
             hubReachable()
-            hubSessionProcessID = nil
-            refreshHubSession(group)
+            if let hub = group.hub as? PostgreSQLHub { onHubSession?(hub.notificationChannel) }
         }
     }
 
@@ -279,31 +275,10 @@ final class GroupRunner {
             _ = try hub.currentPosition()
             logger.info("hub reconnected", metadata: ["hub": "\(hubServer)"])
             hubReachable()
-            refreshHubSession(group)
         } catch {
             hubUnreachable("\(error)")
             throw error
         }
-    }
-
-    /// The hub session's server process as last told to the listener.
-    private var hubSessionProcessID: Int32?
-
-    /// Tells the daemon the hub session's server process when it changed
-    /// (PostgreSQLHub reconnects by itself on a read, unseen by the runner,
-    /// so it is read after every job: one round trip).
-    private func refreshHubSession(_ group: SyncGroup) {
-        guard let hub = group.hub as? PostgreSQLHub, hub.connection.isConnected else { return }
-        let processID = Self.backendProcessID(hub)
-        guard processID != hubSessionProcessID else { return }
-        hubSessionProcessID = processID
-        onHubSession?(hub.notificationChannel, processID)
-    }
-
-    /// The server process of the hub's session (`pg_backend_pid()`): a
-    /// notification from it is this daemon's own commit.
-    static func backendProcessID(_ hub: PostgreSQLHub) -> Int32? {
-        (try? hub.connection.execute("SELECT pg_backend_pid()").int64(0, 0)).flatMap { $0 }.map { Int32(truncatingIfNeeded: $0) }
     }
 
     /// After a job: a PostgreSQL hub whose connection is gone is unreachable.
@@ -566,7 +541,6 @@ final class GroupRunner {
             failure = "\(error)"
         }
         noteHubState(group, failure: failure)
-        refreshHubSession(group)
         if failure == nil, group.hub is PostgreSQLHub, hubFailure == nil, case .round = work { hubWasDown = false }
         // The records follow the hub (whatever the round did: a store that
         // failed leaves the others' changes in it). Before the purge below,

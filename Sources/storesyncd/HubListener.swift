@@ -12,9 +12,8 @@ import StoreSyncPostgreSQL
 /// listener's own queue. A notification asks the group for a `.hub` job
 /// (`onChange`, coalesced by the runner like every job). This daemon's own
 /// commits are ignored (the round that made them already pushed them to
-/// this host's stores): those sent by the server process of the group's hub
-/// session (`hubProcessID`, PostgreSQL's `pg_backend_pid()`, given again at
-/// every reconnection), or with a payload "<host> <position>" naming this host.
+/// this host's stores): PostgreSQLHub's payload "<host> <position>" names
+/// this host.
 ///
 /// A broken connection (the server restarted, the network dropped) stops
 /// the poll and reconnects with a back-off on a loop timer (0.5 s doubling
@@ -49,9 +48,6 @@ final class HubListener {
     /// Notifications received from other hosts, and this host's own (ignored).
     private(set) var received = 0
     private(set) var ignored = 0
-    /// The server process of the group's own hub session: its notifications
-    /// are this daemon's commits.
-    var hubProcessID: Int32?
     private var connection: PostgreSQLConnection?
     private var poll: SocketPoll?
     private var backoff = HubListener.minimumBackoff
@@ -138,7 +134,7 @@ final class HubListener {
             let notifications = try connection.notifications()
             var changed = false
             for notification in notifications where notification.channel == channel {
-                if notification.processID == hubProcessID || isOwn(notification.payload) {
+                if isOwn(notification.payload) {
                     ignored += 1
                 } else {
                     received += 1

@@ -39,7 +39,8 @@ public final class PostgreSQLHub: SyncHub {
     public let host: String
     let schema: PostgreSQLHubSchema
 
-    /// The NOTIFY channel every commit notifies (payload: the new position).
+    /// The NOTIFY channel every commit notifies; the payload is "<host> <position>",
+    /// so a daemon can tell its own commits from other hosts'.
     public var notificationChannel: String { schema.name }
 
     /// Opens (creating the schema of) the hub of `group` in the database `conninfo` names.
@@ -330,7 +331,7 @@ public final class PostgreSQLHub: SyncHub {
 
     /// Commits a batch in one transaction (the engine's, when it opened one):
     /// objects as the embedded hub applies them, the history of what changed,
-    /// cursors, conflicts and pending objects; then NOTIFY with the new position.
+    /// cursors, conflicts and pending objects; then NOTIFY with this host and the new position.
     @discardableResult
     public func commit(_ batch: HubBatch) throws -> Int64 {
         guard !batch.isEmpty else { return try currentPosition() }
@@ -358,7 +359,7 @@ public final class PostgreSQLHub: SyncHub {
         let changes = try workspace.write(position: position)
         try writeHistory(changes, position: position, origin: batch.origin)
         try writeBookkeeping(batch)
-        try connection.execute("SELECT pg_notify($1, $2)", [notificationChannel, String(position)])
+        try connection.execute("SELECT pg_notify($1, $2)", [notificationChannel, "\(host) \(position)"])
         return position
     }
 

@@ -163,7 +163,7 @@ struct PostgreSQLHubTests {
         #expect(try one.changes(after: positions[1]).count == 2)
     }
 
-    @Test func everyCommitNotifiesItsPosition() throws {
+    @Test func everyCommitNotifiesItsHostAndPosition() throws {
         let group = TestPostgreSQL.uniqueGroupName()
         defer { try? TestPostgreSQL.dropSchema("storesync_" + group) }
         let hub = try PostgreSQLHubFixtures.hub(group: group)
@@ -179,7 +179,7 @@ struct PostgreSQLHubTests {
             received = try listener.notifications()
             if received.isEmpty { Thread.sleep(forTimeInterval: 0.01) }
         }
-        #expect(received.map(\.payload) == [String(position)])
+        #expect(received.map(\.payload) == ["\(hub.host) \(position)"])
         #expect(received.first?.channel == hub.notificationChannel)
     }
 
