@@ -33,6 +33,10 @@ public final class SyncGroup {
         /// the engine's own transactions were found (in memory: a push then
         /// looks for application changes only after it).
         var checkedThrough: Int64 = 0
+        /// A pull's advance over the engine's own pushes, not committed to
+        /// the hub (`from`: the hub's cursor it starts from; `to`: where
+        /// reading those pushes led). See `pull(_:)`.
+        var deferredCursor: (from: SyncCursor, to: SyncCursor)?
         var lastError: String?
         var failed = false
         var name: String { configuration.name }
@@ -269,10 +273,16 @@ public final class SyncGroup {
     /// transaction together with the cursor that says what it covers.
     @discardableResult
     func pull(_ member: Member) throws -> Bool {
-        guard var cursor = try hub.cursor(for: member.name) else {
+        guard let hubCursor = try hub.cursor(for: member.name) else {
             try bootstrap(member)
             return true
         }
+        // What the hub holds, and where this pull starts: further on when an
+        // earlier pull found only the engine's own pushes and kept its advance
+        // in memory (valid while the hub's cursor is the one it started from).
+        var committed = hubCursor
+        var cursor = effectiveCursor(member, hubCursor)
+        member.deferredCursor = nil
         var moved = false
         var marks: [(storePosition: Int64, hubPosition: Int64)]?
         var held: Set<UUID>?
@@ -324,6 +334,7 @@ public final class SyncGroup {
             var batch = HubBatch(origin: member.name)
             var touched = Set<UUID>()
             var covered = cursor
+            var applicationSeen = false
             func commit() throws {
                 batch.cursor = covered
                 do {
@@ -341,6 +352,7 @@ public final class SyncGroup {
                 statistics.hubCommits += 1
                 statistics.largestPullBatch = max(statistics.largestPullBatch, batch.inserts.count + batch.updates.count + batch.deletes.count)
                 cursor = covered
+                committed = covered
                 moved = true
                 batch = HubBatch(origin: member.name)
                 touched = []
@@ -351,6 +363,7 @@ public final class SyncGroup {
                 if transaction.author == Self.author {
                     if let position = transaction.contextName.flatMap(Self.pushedPosition) { covered.base = max(covered.base, position) }
                 } else {
+                    applicationSeen = true
                     let changes = transaction.changes.filter { !held!.contains($0.globalIdentifier) }
                     let gids = changes.map(\.globalIdentifier)
                     // Transactions of one hub batch must touch different objects:
@@ -382,6 +395,20 @@ public final class SyncGroup {
                 }
                 covered.pulledThrough = transaction.token.position
             }
+            if !applicationSeen && covered.pulledThrough - committed.pulledThrough < Self.idleAdvanceStep {
+                // Only the engine's own pushes (the file event of a push, mostly):
+                // what reading them gives (cursor and base) is kept in memory,
+                // not committed. A hub commit here would cost a write and an
+                // fsync per push into every store, and move the hub's position
+                // so every store's next push looks for changes again. A crash
+                // loses only this advance: the pushes are read again and give
+                // the same. The next commit (an application change, or this
+                // advance growing past `idleAdvanceStep`, which bounds how far
+                // the hub's cursor, and so the store's history purge, lags)
+                // carries it.
+                cursor = covered
+                return true
+            }
             try commit()
             return true
         }
@@ -390,18 +417,33 @@ public final class SyncGroup {
         // failure, from the state it started with.
         var more = true
         while more {
-            let start = (cursor: cursor, moved: moved, held: held, hubLog: hubLog, logThrough: logThrough)
+            let start = (cursor: cursor, committed: committed, moved: moved, held: held, hubLog: hubLog, logThrough: logThrough)
             var attempts = 0
             more = try hub.transaction {
                 attempts += 1
                 if attempts > 1 {
-                    (cursor, moved, held, hubLog, logThrough) = start
+                    (cursor, committed, moved, held, hubLog, logThrough) = start
                     member.context.performAndWait { member.access.reset() }
                 }
                 return try pullChunk()
             }
         }
+        if cursor.pulledThrough != committed.pulledThrough || cursor.base != committed.base {
+            member.deferredCursor = (committed, cursor)
+        }
         return moved
+    }
+
+    /// The store's cursor as the pull would start from it: the hub's, or an
+    /// advance over the engine's own pushes kept in memory since (only while
+    /// the hub's cursor is still the one that advance started from).
+    func effectiveCursor(_ member: Member, _ hubCursor: SyncCursor) -> SyncCursor {
+        guard let deferred = member.deferredCursor, deferred.from.pulledThrough == hubCursor.pulledThrough,
+              deferred.from.base == hubCursor.base else { return hubCursor }
+        var cursor = hubCursor
+        cursor.pulledThrough = deferred.to.pulledThrough
+        cursor.base = deferred.to.base
+        return cursor
     }
 
     /// "push:POSITION" → POSITION.
@@ -1036,7 +1078,9 @@ public final class SyncGroup {
                             hubPosition: hubPosition, conflictsWaiting: 0, lastError: entry.reason, lagSeconds: 0)
         }
         return try waiting + members.map { member in
-            let cursor = try hub.cursor(for: member.name)
+            // The pull's own starting point (an advance over the engine's pushes
+            // may not be committed to the hub yet).
+            let cursor = try hub.cursor(for: member.name).map { effectiveCursor(member, $0) }
             let storePosition = try member.coordinator.currentPersistentHistoryToken(fromStores: [member.store])?.position ?? 0
             var lag = 0.0
             if let cursor, storePosition > cursor.pulledThrough {
