@@ -526,11 +526,12 @@ final class GroupRunner {
                     try group.runRound()
                 } else {
                     // An event from the daemon's own push into this store is
-                    // not skipped, though it has nothing to pull: that empty
-                    // pull moves the store's cursor past the push, and the
-                    // engine's next pushes and status read the store's
-                    // history from that cursor. Skipping them doubled the
-                    // daemon's CPU per save (docs/benchmarks/daemon.md).
+                    // not skipped (only the history tells it from a writer's
+                    // commit): its pull reads the push's transactions alone
+                    // and keeps the advance in memory, with no hub commit
+                    // (docs/SYNC.md, Pull, item 4). Skipping such events here
+                    // left the cursor behind and doubled the daemon's CPU per
+                    // save (docs/benchmarks/daemon.md).
                     try group.storeDidChange(name)
                 }
             case .hub:
