@@ -173,6 +173,52 @@ import Testing
         try group.close()
     }
 
+    /// A store transaction larger than a hub part is written in several saves;
+    /// a folder deleted in one save would nullify the folder of its records
+    /// (a hub change of each record, from s1, that s1 never made) when those
+    /// records are deleted only in a later save of the same transaction. The
+    /// workload checker counts that as a change applied twice ("repeated",
+    /// `scripts/sync-crash 40 16` found it). Related objects the transaction
+    /// deletes go in the same save.
+    @Test func aHubTransactionInPartsDeletesRelatedObjectsInOneSave() throws {
+        let directory = try SyncFixtures.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try Self.prepare(directory, [.objectTrump, .objectTrump])
+        let group = try Self.group(directory, [.objectTrump, .objectTrump], chunk: 2_000, hubPart: 1)
+        let app = try SyncFixtures.app(directory.appendingPathComponent("s1.sqlite"))
+        try app.performAndWait {
+            for f in 0..<3 {
+                let folder = try app.insertNewObject(forEntityName: "Folder")
+                try folder.setValue("f\(f)", forKey: "name")
+                for r in 0..<3 {
+                    let record = try app.insertNewObject(forEntityName: "Record")
+                    try record.setValue("r\(f)-\(r)", forKey: "name")
+                    try record.setValue(folder, forKey: "folder")
+                }
+            }
+            try app.save()
+        }
+        try group.runUntilIdle()
+        let position = try group.hub.currentPosition()
+        try app.performAndWait {
+            app.reset()
+            for entity in ["Folder", "Record"] { for object in try app.fetch(FetchRequest(entityName: entity)) { app.delete(object) } }
+            try app.save()
+        }
+        try group.runUntilIdle()
+        #expect(try group.statistics.largestPullBatch == 12, "one store transaction, one hub transaction")
+        // What the workload checker counts: inserts, deletes, and updates of
+        // more than a to-many (a to-many alone is the other side's change).
+        let changes = try group.hub.changes(after: position).filter { $0.isInsert || $0.isDelete || !$0.changedProperties.isEmpty }
+        let byObject = Dictionary(grouping: changes, by: \.globalIdentifier)
+        #expect(byObject.count == 12)
+        for (gid, list) in byObject {
+            #expect(list.map(\.isDelete) == [true], "\(gid): \(list.map { $0.isDelete ? "delete" : "update \($0.changedProperties.keys.sorted())" })")
+        }
+        #expect(try SyncFixtures.contents(directory.appendingPathComponent("s2.sqlite")).isEmpty)
+        try group.close()
+    }
+
     @Test func aBacklogLargerThanAChunkSurvivesACrashBetweenPullChunks() throws {
         let directory = try SyncFixtures.directory()
         try Self.prepare(directory, [.storeTrump, .objectTrump, .error])

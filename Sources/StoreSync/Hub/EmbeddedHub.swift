@@ -287,8 +287,12 @@ public final class EmbeddedHub: SyncHub {
         return try sqlite.performInTransaction {
             var missed: [(UUID, [String: SyncValue])] = []
             var start = 0
+            // Deletes come last; those of later parts, for `save` to pull forward.
+            let firstDelete = operations.count - batch.deletes.count
             while start < operations.count {
-                missed += try save(Array(operations[start..<min(start + partSize, operations.count)]), bookkeeping: nil, origin: batch.origin).missed
+                let end = min(start + partSize, operations.count)
+                let later = Set(batch.deletes[max(end, firstDelete) - firstDelete..<batch.deletes.count])
+                missed += try save(Array(operations[start..<end]), bookkeeping: nil, origin: batch.origin, laterDeletes: later).missed
                 start += partSize
             }
             let again = missed.map { Operation.update($0.0, $0.1) }
@@ -305,8 +309,14 @@ public final class EmbeddedHub: SyncHub {
     /// first, so they can refer to each other), and the batch's bookkeeping
     /// when given. Returns the hub position after it and the objects whose
     /// destinations or members were not there (yet), with their values.
+    ///
+    /// `laterDeletes`: objects the same batch deletes in a later save. One
+    /// related to an object deleted here is deleted here too: deleting only
+    /// this one would make its delete rule change the other (a nulled
+    /// relationship recorded as the other's change, which the store never
+    /// made) before the later save deletes it.
     private func save(_ operations: [Operation], bookkeeping batch: HubBatch?,
-                      origin: String?) throws -> (position: Int64, missed: [(UUID, [String: SyncValue])]) {
+                      origin: String?, laterDeletes: Set<UUID> = []) throws -> (position: Int64, missed: [(UUID, [String: SyncValue])]) {
         try context.performAndWait {
             defer { access.reset() }
             context.name = origin.map { "pull:\($0)" } ?? "hub"
@@ -332,7 +342,10 @@ public final class EmbeddedHub: SyncHub {
                 }
                 for case .insert(let gid, let state) in operations { try apply(gid, state.values) }
                 for case .update(let gid, let values) in operations { try apply(gid, values) }
-                for case .delete(let gid) in operations { if let object = try access.object(gid) { context.delete(object) } }
+                var deleting: [ManagedObject] = []
+                for case .delete(let gid) in operations { if let object = try access.object(gid) { deleting.append(object) } }
+                if !laterDeletes.isEmpty { deleting += try relatedLaterDeletes(of: deleting, laterDeletes) }
+                for object in deleting { context.delete(object) }
                 if let batch { try writeBookkeeping(batch) }
                 try context.save()
             } catch {
@@ -341,6 +354,31 @@ public final class EmbeddedHub: SyncHub {
             }
             return (try currentPosition(), missed)
         }
+    }
+
+    /// The objects among `later` reachable from `objects` through
+    /// relationships, each reached object's own relationships followed too.
+    private func relatedLaterDeletes(of objects: [ManagedObject], _ later: Set<UUID>) throws -> [ManagedObject] {
+        var found: [ManagedObject] = []
+        var taken = Set<UUID>()
+        var frontier = objects
+        while !frontier.isEmpty {
+            var related: [ManagedObject] = []
+            for object in frontier {
+                for case let rel as RelationshipDescription in object.entity.properties where !rel.isTransient {
+                    let value = try object.value(forKey: rel.name)
+                    related += (value as? ManagedObject).map { [$0] } ?? (value as? [ManagedObject]) ?? (value as? Set<ManagedObject>).map(Array.init) ?? []
+                }
+            }
+            try access.learnGlobalIdentifiers(of: related)
+            frontier = []
+            for object in related where !object.isDeleted {
+                guard let gid = try access.globalIdentifier(of: object), later.contains(gid), taken.insert(gid).inserted else { continue }
+                frontier.append(object)
+            }
+            found += frontier
+        }
+        return found
     }
 
     private func writeBookkeeping(_ batch: HubBatch) throws {
