@@ -265,6 +265,10 @@ public final class SyncGroup {
         var largestPullBatch = 0
         /// The most objects one save of a push wrote.
         var largestPushSave = 0
+        /// Store transactions larger than a chunk settled in parts (each
+        /// still one hub transaction with its cursor), and their parts.
+        var partedTransactions = 0
+        var transactionParts = 0
     }
     var statistics = Statistics()
 
@@ -307,6 +311,10 @@ public final class SyncGroup {
             // own pushes only move the base), in place of their scanned entries.
             var chunk = transactions
             var runStart = cursor.pulledThrough, runFirst = 0, runLength = 0, previous = cursor.pulledThrough
+            // Application transactions of more row changes than a chunk, by
+            // index, with the position before them: settled in parts, read
+            // part by part, when the hub takes a transaction in parts.
+            var large: [Int: Int64] = [:]
             func readRun() throws {
                 guard runLength > 0 else { return }
                 let request = PersistentHistoryChangeRequest.fetchHistory(after: member.token(runStart))
@@ -323,6 +331,10 @@ public final class SyncGroup {
             for (index, transaction) in transactions.enumerated() {
                 if transaction.author == Self.author {
                     try readRun()
+                } else if hub.takesTransactionsInParts && transaction.token.position - previous > Int64(chunkChanges) {
+                    // A transaction's row changes are numbered consecutively.
+                    try readRun()
+                    large[index] = previous
                 } else {
                     if runLength == 0 { runStart = previous; runFirst = index }
                     runLength += 1
@@ -340,28 +352,105 @@ public final class SyncGroup {
                 do {
                     try hub.commit(batch)
                 } catch {
-                    // The store is fine; say it is the hub that failed (a full
-                    // disk, say), keeping Core Data's code. Nothing moved: the
-                    // cursor commits with the batch.
-                    let hubName = (hub as? EmbeddedHub).map { "the hub \($0.url.path)" } ?? "the hub"
-                    let code = (error as? CoreDataError)?.code ?? .persistentStoreSave
-                    let message = (error as? CoreDataError)?.message ?? "\(error)"
-                    throw CoreDataError(code, "\(hubName) could not commit the changes of store \(member.name): \(message)",
-                                        userInfo: [CoreDataError.underlyingErrorKey: error])
+                    throw hubFailure(error, pulling: member)
                 }
                 statistics.hubCommits += 1
                 statistics.largestPullBatch = max(statistics.largestPullBatch, batch.inserts.count + batch.updates.count + batch.deletes.count)
+                finishCommit()
+            }
+            func finishCommit() {
                 cursor = covered
                 committed = covered
                 moved = true
                 batch = HubBatch(origin: member.name)
                 touched = []
             }
-            for transaction in chunk {
+            func refreshLog(_ base: Int64) throws {
+                guard !logRefreshed else { return }
+                var log = hubLog ?? [:]
+                var from = hubLog == nil ? base : logThrough
+                while true {
+                    let page = try hub.changes(after: from, excludingOrigin: member.name, changeLimit: chunkChanges)
+                    for change in page.changes { log[change.globalIdentifier, default: []].append(change) }
+                    if page.through == from { break }
+                    from = page.through
+                }
+                hubLog = log
+                logThrough = from
+                logRefreshed = true
+            }
+            func settleAll(_ changes: [PersistentHistoryChange], base: Int64) throws {
+                let states = try hub.states(of: changes.map(\.globalIdentifier))
+                for change in changes {
+                    let log = (hubLog![change.globalIdentifier] ?? []).filter { $0.position > base && $0.origin != member.name }
+                    try settle(change, from: member, base: base, hubState: states[change.globalIdentifier], hubChanges: log, into: &batch)
+                }
+                // A conflict holds the object: the store's later changes to it wait for the resolution.
+                for conflict in batch.newConflicts { held!.insert(conflict.globalIdentifier) }
+            }
+            /// A store transaction of more row changes than a chunk, read and
+            /// settled a chunk of rows at a time, each part written to the hub
+            /// before the next is read (so it is settled against the parts
+            /// before it) and dropped; the last part commits the cursor. All
+            /// parts are one hub transaction (`takesTransactionsInParts`):
+            /// a failure between them leaves the hub and the cursor as they were.
+            func settleInParts(_ transaction: PersistentHistoryTransaction, after start: Int64) throws {
+                // What came before it in the chunk is its own hub commit, so the
+                // parts never meet another transaction's objects in one batch
+                // (nothing to commit yet: its cursor goes with the last part).
+                if !batch.isEmpty { try commit() }
+                try refreshLog(covered.base)
+                let base = covered.base
+                var from = start
+                var parts = 0
+                var deletes: [UUID] = []
+                while from < transaction.token.position {
+                    let request = PersistentHistoryChangeRequest.fetchHistory(after: member.token(from))
+                    request.fetchLimit = 1
+                    // Never past the scanned end: a foreign writer's run there may have grown since.
+                    request.changeLimit = Int(min(Int64(chunkChanges), transaction.token.position - from))
+                    request.cutsTransactions = true
+                    guard let part = try member.coordinator.execute(request).transactions.first,
+                          part.transactionNumber == transaction.transactionNumber, part.token.position > from,
+                          part.token.position <= transaction.token.position else {
+                        throw CoreDataError(.persistentStoreOperation, "the history of store \(member.name) changed while it was read (after position \(from))")
+                    }
+                    from = part.token.position
+                    parts += 1
+                    try settleAll(part.changes.filter { !held!.contains($0.globalIdentifier) }, base: base)
+                    statistics.largestPullBatch = max(statistics.largestPullBatch, batch.inserts.count + batch.updates.count + batch.deletes.count)
+                    guard from < transaction.token.position else { break }
+                    // Not the last part: no cursor, and nothing of it is kept in memory
+                    // but its deletes (identifiers): they go with the last part, as
+                    // in one save, where deletes come last. Deleting an object here
+                    // would make its delete rule change a related object that a
+                    // later part deletes (a nulled relationship the store never
+                    // recorded: a change of it applied twice to the hub).
+                    var written = batch
+                    written.cursors = []
+                    deletes += written.deletes
+                    written.deletes = []
+                    do {
+                        if !written.isEmpty { try hub.commit(written) }
+                    } catch {
+                        throw hubFailure(error, pulling: member)
+                    }
+                    batch = HubBatch(origin: member.name)
+                }
+                covered.pulledThrough = transaction.token.position
+                batch.deletes = deletes + batch.deletes
+                try commit()
+                statistics.partedTransactions += 1
+                statistics.transactionParts += parts
+            }
+            for (index, transaction) in chunk.enumerated() {
                 // The base moves with each push the store received (no echo: pushes are not applied back).
                 for mark in marks! where mark.storePosition < transaction.token.position { covered.base = max(covered.base, mark.hubPosition) }
                 if transaction.author == Self.author {
                     if let position = transaction.contextName.flatMap(Self.pushedPosition) { covered.base = max(covered.base, position) }
+                } else if let start = large[index] {
+                    applicationSeen = true
+                    try settleInParts(transaction, after: start)
                 } else {
                     applicationSeen = true
                     let changes = transaction.changes.filter { !held!.contains($0.globalIdentifier) }
@@ -371,27 +460,9 @@ public final class SyncGroup {
                     // batch, exactly as if it had been committed alone.
                     if gids.contains(where: touched.contains) { try commit() }
                     let base = covered.base
-                    if !logRefreshed {
-                        var log = hubLog ?? [:]
-                        var from = hubLog == nil ? base : logThrough
-                        while true {
-                            let page = try hub.changes(after: from, excludingOrigin: member.name, changeLimit: chunkChanges)
-                            for change in page.changes { log[change.globalIdentifier, default: []].append(change) }
-                            if page.through == from { break }
-                            from = page.through
-                        }
-                        hubLog = log
-                        logThrough = from
-                        logRefreshed = true
-                    }
-                    let states = try hub.states(of: gids)
-                    for change in changes {
-                        let log = (hubLog![change.globalIdentifier] ?? []).filter { $0.position > base && $0.origin != member.name }
-                        try settle(change, from: member, base: base, hubState: states[change.globalIdentifier], hubChanges: log, into: &batch)
-                    }
+                    try refreshLog(base)
+                    try settleAll(changes, base: base)
                     touched.formUnion(gids)
-                    // A conflict holds the object: the store's later changes to it wait for the resolution.
-                    for conflict in batch.newConflicts { held!.insert(conflict.globalIdentifier) }
                 }
                 covered.pulledThrough = transaction.token.position
             }
@@ -409,7 +480,8 @@ public final class SyncGroup {
                 cursor = covered
                 return true
             }
-            try commit()
+            // (A store transaction settled in parts last committed it all.)
+            if !batch.isEmpty || covered != cursor { try commit() }
             return true
         }
         // Each chunk reads the hub, settles and commits in one hub
@@ -444,6 +516,17 @@ public final class SyncGroup {
         cursor.pulledThrough = deferred.to.pulledThrough
         cursor.base = deferred.to.base
         return cursor
+    }
+
+    /// A hub commit of a pull that failed, said as the hub's failure (a full
+    /// disk, say), keeping Core Data's code: the store is fine, and nothing
+    /// moved (the cursor commits with the batch).
+    private func hubFailure(_ error: Error, pulling member: Member) -> CoreDataError {
+        let hubName = (hub as? EmbeddedHub).map { "the hub \($0.url.path)" } ?? "the hub"
+        let code = (error as? CoreDataError)?.code ?? .persistentStoreSave
+        let message = (error as? CoreDataError)?.message ?? "\(error)"
+        return CoreDataError(code, "\(hubName) could not commit the changes of store \(member.name): \(message)",
+                             userInfo: [CoreDataError.underlyingErrorKey: error])
     }
 
     /// "push:POSITION" → POSITION.

@@ -28,6 +28,9 @@ import Testing
             stateReadsLeft = stateReads
         }
 
+        // The embedded hub's own transaction scope, so a crash inside it rolls back what it committed.
+        func transaction<T>(_ body: () throws -> T) throws -> T { try inner.transaction(body) }
+        var takesTransactionsInParts: Bool { inner.takesTransactionsInParts }
         func currentPosition() throws -> Int64 { try inner.currentPosition() }
         func state(of object: UUID) throws -> ObjectState? { try inner.state(of: object) }
         func states(of objects: [UUID]) throws -> [UUID: ObjectState] {
@@ -179,12 +182,14 @@ import Testing
     /// records are deleted only in a later save of the same transaction. The
     /// workload checker counts that as a change applied twice ("repeated",
     /// `scripts/sync-crash 40 16` found it). Related objects the transaction
-    /// deletes go in the same save.
-    @Test func aHubTransactionInPartsDeletesRelatedObjectsInOneSave() throws {
+    /// deletes go in the same save. The same for a store transaction larger
+    /// than a chunk, settled in parts (its deletes go with the last part).
+    @Test(arguments: [(chunk: 2_000, hubPart: 1), (chunk: 4, hubPart: 2_000)])
+    func aHubTransactionInPartsDeletesRelatedObjectsInOneSave(chunk: Int, hubPart: Int) throws {
         let directory = try SyncFixtures.directory()
         defer { try? FileManager.default.removeItem(at: directory) }
         try Self.prepare(directory, [.objectTrump, .objectTrump])
-        let group = try Self.group(directory, [.objectTrump, .objectTrump], chunk: 2_000, hubPart: 1)
+        let group = try Self.group(directory, [.objectTrump, .objectTrump], chunk: chunk, hubPart: hubPart)
         let app = try SyncFixtures.app(directory.appendingPathComponent("s1.sqlite"))
         try app.performAndWait {
             for f in 0..<3 {
@@ -206,7 +211,11 @@ import Testing
             try app.save()
         }
         try group.runUntilIdle()
-        #expect(try group.statistics.largestPullBatch == 12, "one store transaction, one hub transaction")
+        if chunk < 12 {
+            #expect(group.statistics.partedTransactions == 2, "the inserts and the deletes were each settled in parts")
+        } else {
+            #expect(group.statistics.largestPullBatch == 12, "one store transaction, one hub batch")
+        }
         // What the workload checker counts: inserts, deletes, and updates of
         // more than a to-many (a to-many alone is the other side's change).
         let changes = try group.hub.changes(after: position).filter { $0.isInsert || $0.isDelete || !$0.changedProperties.isEmpty }
@@ -224,8 +233,16 @@ import Testing
         try Self.prepare(directory, [.storeTrump, .objectTrump, .error])
         try Self.write(directory.appendingPathComponent("s1.sqlite"), transactions: 12, perTransaction: 3)
 
-        // The third hub commit of the pull "crashes": two chunks are in the hub with their cursor.
-        let crashing = try Self.group(directory, [.storeTrump, .objectTrump, .error], chunk: 5, commits: 2)
+        // The third hub transaction of the pull fails (nothing of it commits, as in a crash):
+        // two chunks are in the hub with their cursor. Counted by the commits that carry the
+        // cursor: a transaction larger than the chunk (a folder's) is written in parts before it.
+        let crashing = try Self.group(directory, [.storeTrump, .objectTrump, .error], chunk: 5)
+        var cursorCommits = 0
+        (crashing.hub as! FailingHub).refusing = { batch in
+            guard !batch.cursors.isEmpty else { return false }
+            cursorCommits += 1
+            return cursorCommits > 2
+        }
         try crashing.runRound()
         let s1 = try #require(try crashing.status().first { $0.name == "s1" })
         #expect(s1.pulledThrough > 0 && s1.pulledThrough < s1.storePosition, "the cursor moved with the committed chunks only")
@@ -314,6 +331,61 @@ import Testing
         #expect(records.allSatisfy { $0["folder"] != "nil" && $0["labels"]?.isEmpty == false }, "every record keeps its folder and label")
         let folders = hub.values.filter { $0["entity"] == "Folder" }
         #expect(folders.count == 9 && folders.allSatisfy { $0["pinned"] != "nil" }, "every folder keeps the record it points to")
+    }
+
+    /// One application transaction of 40 records, their folder and label (82 row
+    /// changes), pulled in chunks of 10: read and settled 10 row changes at a time,
+    /// yet one hub transaction with its cursor, every reference kept.
+    @Test func aStoreTransactionLargerThanAChunkIsSettledInPartsAndCommittedOnce() throws {
+        let directory = try SyncFixtures.directory()
+        try Self.prepare(directory, [.storeTrump, .objectTrump, .storeTrump])
+        try Self.write(directory.appendingPathComponent("s1.sqlite"), transactions: 1, perTransaction: 40)
+        let group = try Self.group(directory, [.storeTrump, .objectTrump, .storeTrump], chunk: 10)
+        let s1 = try group.member("s1")
+        let storePosition = try #require(try s1.coordinator.currentPersistentHistoryToken(fromStores: [s1.store])?.position)
+        try group.pull(s1)
+        #expect(group.statistics.partedTransactions == 1)
+        #expect(group.statistics.transactionParts >= 8, "\(group.statistics.transactionParts) parts of 10 row changes")
+        #expect(group.statistics.hubCommits == 1, "the parts are one hub transaction, committed with the cursor")
+        // A part holds about a chunk of row changes (an owner of member changes may come in each).
+        #expect(group.statistics.largestPullBatch <= 12, "largest part: \(group.statistics.largestPullBatch) objects")
+        #expect(try group.hub.cursor(for: "s1")?.pulledThrough == storePosition)
+        try group.runUntilIdle()
+        #expect(try group.conflicts().isEmpty)
+        try group.close()
+        try Self.expectConverged(directory, stores: 3, records: 40)
+        let hub = try SyncFixtures.contents(directory.appendingPathComponent("state/hub.sqlite"))
+        let records = hub.values.filter { $0["entity"] == "Record" }
+        #expect(records.count == 40 && records.allSatisfy { $0["folder"] != "nil" && $0["labels"]?.isEmpty == false },
+                "every record keeps its folder and label")
+    }
+
+    /// A crash after some parts of a store transaction were written to the hub
+    /// (inside its one SQLite transaction): nothing of it is in the hub, the
+    /// cursor has not moved, and the next pull settles it whole again.
+    @Test func aFailureBetweenThePartsOfAStoreTransactionLeavesTheHubAndCursorUntouched() throws {
+        let directory = try SyncFixtures.directory()
+        try Self.prepare(directory, [.storeTrump, .storeTrump])
+        try Self.write(directory.appendingPathComponent("s1.sqlite"), transactions: 1, perTransaction: 40)
+        let crashing = try Self.group(directory, [.storeTrump, .storeTrump], chunk: 10, commits: 3)
+        let before = try crashing.hub.currentPosition()
+        let cursorBefore = try crashing.hub.cursor(for: "s1")
+        // The crash, said as the hub's failure (as a full disk would be).
+        let error = #expect(throws: CoreDataError.self) { try crashing.pull(try crashing.member("s1")) }
+        #expect(error?.userInfo[CoreDataError.underlyingErrorKey] is FailingHub.Crash)
+        #expect(crashing.statistics.partedTransactions == 0)
+        #expect(try crashing.hub.currentPosition() == before, "no part of the store transaction is in the hub")
+        #expect(try crashing.hub.cursor(for: "s1") == cursorBefore)
+        try crashing.close()
+        let hubRecords = try SyncFixtures.contents(directory.appendingPathComponent("state/hub.sqlite")).values.filter { $0["entity"] == "Record" }
+        #expect(hubRecords.isEmpty, "\(hubRecords.count) records in the hub after the crash")
+
+        let group = try Self.group(directory, [.storeTrump, .storeTrump], chunk: 10)
+        try group.runUntilIdle()
+        #expect(group.statistics.partedTransactions == 1)
+        for status in try group.status() { #expect(status.lastError == nil, "\(status.name): \(status.lastError ?? "")") }
+        try group.close()
+        try Self.expectConverged(directory, stores: 2, records: 40)
     }
 
     @Test func storesAtTheSamePositionShareTheHubReadsOfTheirPushes() throws {

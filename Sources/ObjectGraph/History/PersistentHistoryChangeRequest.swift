@@ -59,6 +59,30 @@ public final class PersistentHistoryChangeRequest: @unchecked Sendable {
     /// whichever limit is reached first ends the page. Rows of transactions
     /// the filters reject count too: the limit bounds the work of one call.
     public var changeLimit = 0
+    /// For a fetch with `changeLimit`: whether reading stops after exactly
+    /// that many row changes even inside a transaction (false: transactions
+    /// are never cut). A cut transaction comes with the changes of the rows
+    /// read and the token of the last row read; fetching after that token
+    /// gives the rest of it, with the same transaction number, author and
+    /// context name. An object whose rows fall on both sides of a cut is
+    /// reported in each part with the changes of that part's rows (an insert
+    /// in one, the member changes of later rows as an update in the next), so
+    /// a reader applying the parts in order gets the whole transaction while
+    /// holding one part's decoded values at a time.
+    ///
+    /// ```swift
+    /// var after = before            // the token just before a large transaction
+    /// repeat {
+    ///     let request = PersistentHistoryChangeRequest.fetchHistory(after: after)
+    ///     request.fetchLimit = 1
+    ///     request.changeLimit = 2_000
+    ///     request.cutsTransactions = true
+    ///     guard let part = try coordinator.execute(request).transactions.first else { break }
+    ///     apply(part.changes)
+    ///     after = part.token
+    /// } while after.position < whole.token.position
+    /// ```
+    public var cutsTransactions = false
     /// For a fetch: whether transactions come with their changes (Core
     /// Data's `NSPersistentHistoryResultType`). `.transactionsOnly` returns
     /// each transaction's token, number, timestamp, author and context name

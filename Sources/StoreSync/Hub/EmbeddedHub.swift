@@ -260,6 +260,74 @@ public final class EmbeddedHub: SyncHub {
     /// Objects per save of a large hub transaction (see `commit(_:)`).
     var partSize = 2_000
 
+    /// Commits made inside `transaction { }` are parts of one hub transaction.
+    public var takesTransactionsInParts: Bool { true }
+
+    /// True while `transaction { }` runs: commits join its SQLite transaction.
+    private var inTransaction = false
+    /// What commits inside the open transaction could not point to yet (an
+    /// object a later part brings): written again before it commits.
+    private var deferredReferences: [(UUID, [String: SyncValue])] = []
+
+    /// Runs `body` in one SQLite transaction of the hub (`BEGIN IMMEDIATE`):
+    /// every commit in it is one part of a single hub transaction, kept or
+    /// lost together, and reads in it see the parts written before. This is
+    /// what lets a pull settle a store transaction too large to hold decoded
+    /// in parts and still commit it atomically with its cursor. A reference
+    /// a part could not set (its object comes in a later part) is set again
+    /// before the transaction commits. Inside an open one, just runs `body`.
+    ///
+    /// ```swift
+    /// try hub.transaction {
+    ///     try hub.commit(firstPart)
+    ///     try hub.commit(lastPartWithTheCursor)
+    /// }
+    /// ```
+    public func transaction<T>(_ body: () throws -> T) throws -> T {
+        guard !inTransaction, let sqlite = store as? SQLiteStore else { return try body() }
+        inTransaction = true
+        deferredReferences = []
+        defer {
+            inTransaction = false
+            deferredReferences = []
+        }
+        do {
+            return try sqlite.performInTransaction {
+                let result = try body()
+                try writeDeferredReferences()
+                return result
+            }
+        } catch {
+            // Nothing of it is in the file: forget what its commits cached.
+            cursorCache = [:]
+            pendingCache = [:]
+            conflictCache = [:]
+            coordinator.discardCachedRows(in: [store])
+            throw error
+        }
+    }
+
+    /// Sets again the references parts of the open transaction missed. Only
+    /// relationships are written: an attribute a later part changed again
+    /// must keep that part's value. What still misses (the object is gone
+    /// from the hub) stays unset, as in a single save.
+    private func writeDeferredReferences() throws {
+        let references = deferredReferences.compactMap { gid, values -> Operation? in
+            let kept = values.filter { if case .attribute = $0.value { return false } else { return true } }
+            return kept.isEmpty ? nil : .update(gid, kept)
+        }
+        deferredReferences = []
+        guard !references.isEmpty else { return }
+        let origin = lastOrigin
+        var start = 0
+        while start < references.count {
+            _ = try save(Array(references[start..<min(start + partSize, references.count)]), bookkeeping: nil, origin: origin)
+            start += partSize
+        }
+    }
+    /// The origin of the last commit (the pull whose references are written again).
+    private var lastOrigin: String?
+
     private enum Operation {
         case insert(UUID, ObjectState)
         case update(UUID, [String: SyncValue])
@@ -281,8 +349,11 @@ public final class EmbeddedHub: SyncHub {
         if !batch.newConflicts.isEmpty || !batch.resolvedConflicts.isEmpty { conflictCache = [:] }
         var operations = batch.inserts.map { Operation.insert($0.0, $0.1) } + batch.updates.map { Operation.update($0.0, $0.1) }
         operations += batch.deletes.map { Operation.delete($0) }
+        lastOrigin = batch.origin
         guard operations.count > partSize, let sqlite = store as? SQLiteStore else {
-            return try save(operations, bookkeeping: batch, origin: batch.origin).position
+            let saved = try save(operations, bookkeeping: batch, origin: batch.origin)
+            if inTransaction { deferredReferences += saved.missed }
+            return saved.position
         }
         return try sqlite.performInTransaction {
             var missed: [(UUID, [String: SyncValue])] = []
@@ -301,7 +372,10 @@ public final class EmbeddedHub: SyncHub {
                 _ = try save(Array(again[start..<(start + partSize)]), bookkeeping: nil, origin: batch.origin)
                 start += partSize
             }
-            return try save(Array(again[start...]), bookkeeping: batch, origin: batch.origin).position
+            let last = try save(Array(again[start...]), bookkeeping: batch, origin: batch.origin)
+            // Still missing: a later part of the open transaction may bring it.
+            if inTransaction { deferredReferences += last.missed }
+            return last.position
         }
     }
 

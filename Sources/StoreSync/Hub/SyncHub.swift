@@ -111,6 +111,9 @@ public protocol SyncHub: AnyObject {
     /// round's pushes: the position they record and the states they write
     /// must agree), against one snapshot. A hub nobody else writes just runs it.
     func snapshot<T>(_ body: () throws -> T) throws -> T
+    /// Whether commits inside one `transaction { }` are parts of one hub
+    /// transaction (see the default below); false unless a hub says so.
+    var takesTransactionsInParts: Bool { get }
     /// The newest position of the hub's history.
     func currentPosition() throws -> Int64
     /// The hub's committed state of an object (nil: it does not have it).
@@ -143,6 +146,17 @@ public protocol SyncHub: AnyObject {
 extension SyncHub {
     /// One writer: nothing can come between the reads and the commit.
     public func transaction<T>(_ body: () throws -> T) throws -> T { try body() }
+    /// Whether several commits inside one `transaction { }` make one hub
+    /// transaction whose later reads see the earlier commits, with a
+    /// reference to an object a later commit brings set before it ends. The
+    /// engine then settles a store transaction larger than a chunk in parts
+    /// (docs/SYNC.md, "Pull"); otherwise it reads it whole. The embedded hub
+    /// does; a hub without it need not implement anything.
+    ///
+    /// ```swift
+    /// if hub.takesTransactionsInParts { /* settle a huge store transaction page by page */ }
+    /// ```
+    public var takesTransactionsInParts: Bool { false }
     /// One writer: the hub only changes by the caller's own commits.
     public func snapshot<T>(_ body: () throws -> T) throws -> T { try body() }
 

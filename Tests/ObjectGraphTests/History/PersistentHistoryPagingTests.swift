@@ -61,6 +61,46 @@ import Testing
         #expect(seen == all.map(\.token))
     }
 
+    @Test func cutsTransactionsPagesThroughOneLargeTransaction() throws {
+        let (_, context) = try HistoryModel.stack(try newURL())
+        try saveTransactions(context, [2, 7, 1])
+        let all = try context.execute(.fetchHistory(after: nil)).transactions
+        try #require(all.map(\.changes.count) == [2, 7, 1])
+
+        // Parts of 3 row changes: the large transaction comes in three parts, each
+        // with its own changes and the token of its last row, all with its number.
+        var after = all[0].token
+        var parts: [PersistentHistoryTransaction] = []
+        while after.position < all[1].token.position {
+            let request = PersistentHistoryChangeRequest.fetchHistory(after: after)
+            request.fetchLimit = 1
+            request.changeLimit = 3
+            request.cutsTransactions = true
+            let part = try #require(try context.execute(request).transactions.first)
+            parts.append(part)
+            after = part.token
+        }
+        #expect(parts.map(\.changes.count) == [3, 3, 1])
+        #expect(parts.allSatisfy { $0.transactionNumber == all[1].transactionNumber && $0.author == "app" })
+        #expect(parts.last?.token == all[1].token)
+        // Every change of the whole transaction exactly once, in order.
+        #expect(parts.flatMap(\.changes).map(\.globalIdentifier) == all[1].changes.map(\.globalIdentifier))
+        #expect(parts.flatMap(\.changes).map(\.changeType) == all[1].changes.map(\.changeType))
+
+        // Without a fetchLimit, the cut also falls inside a later transaction.
+        let across = PersistentHistoryChangeRequest.fetchHistory(after: nil)
+        across.changeLimit = 4
+        across.cutsTransactions = true
+        let page = try context.execute(across).transactions
+        #expect(page.map(\.changes.count) == [2, 2])
+        #expect(page[1].transactionNumber == all[1].transactionNumber && page[1].token.position < all[1].token.position)
+
+        // Off (the default), a transaction is never cut.
+        let whole = PersistentHistoryChangeRequest.fetchHistory(after: all[0].token)
+        whole.changeLimit = 3
+        #expect(try context.execute(whole).transactions.map(\.changes.count) == [7])
+    }
+
     @Test func transactionsOnlyReturnsTheSameTransactionsWithoutChanges() throws {
         let (_, context) = try HistoryModel.stack(try newURL())
         try saveTransactions(context, [2, 3])

@@ -457,6 +457,11 @@ extension SQLiteStore {
         let statement = try db.prepare(sql)
         do {
             try statement.forEachRow(values) { row in
+                if request.cutsTransactions && request.changeLimit > 0 && rowsRead >= request.changeLimit {
+                    // Cut here, inside a transaction or at its end: the part read so far comes as one.
+                    try close()
+                    throw Enough()
+                }
                 let id = row.column(0).int64Value ?? 0
                 let tx = row.column(1).int64Value
                 if currentTX == nil || currentTX! != tx {
