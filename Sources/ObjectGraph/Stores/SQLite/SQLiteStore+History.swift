@@ -94,14 +94,24 @@ extension SQLiteStore {
         }
     }
 
+    /// Installs the layout's triggers. On a file that has them
+    /// (`onlyMissing`), those missing are added and those whose SQL is not
+    /// this version's (an older build wrote them; same records, other cost)
+    /// are replaced, all in one transaction.
     private func installTriggers(_ db: SQLiteConnection, layout: SQLiteHistorySchema, onlyMissing: Bool) throws {
-        let existing = onlyMissing
-            ? Set(try db.query("SELECT name FROM sqlite_master WHERE type = 'trigger'").compactMap { $0[0].stringValue })
-            : []
-        let missing = layout.triggers().filter { !existing.contains($0.name) }
-        guard !missing.isEmpty else { return }
+        var existing: [String: String] = [:]
+        if onlyMissing {
+            for row in try db.query("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'") {
+                if let name = row[0].stringValue { existing[name] = row[1].stringValue ?? "" }
+            }
+        }
+        let stale = layout.triggers().filter { existing[$0.name] != $0.sql }
+        guard !stale.isEmpty else { return }
         try db.transaction {
-            for trigger in missing { try db.prepareUncached(trigger.sql).run() }
+            for trigger in stale {
+                if existing[trigger.name] != nil { try db.execute("DROP TRIGGER IF EXISTS \(trigger.name)") }
+                try db.prepareUncached(trigger.sql).run()
+            }
         }
     }
 
