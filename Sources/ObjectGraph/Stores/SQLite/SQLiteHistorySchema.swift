@@ -188,8 +188,9 @@ struct SQLiteHistorySchema {
             // another store, `assignGlobalIdentifier`) already has a live one: the
             // conflict below keeps it, so a new identifier is made only when none
             // is there. SQLite evaluates VALUES before the conflict check, and the
-            // fifteen function calls of a new identifier were most of what an
-            // insert of a copied row cost here (docs/benchmarks/sync.md, issue 15).
+            // fifteen function calls of a new identifier were about a fifth of the
+            // SQLite time of inserting a copied row (measured on a copy of this
+            // layout; docs/benchmarks/sync.md, issue 15).
             // The '' never lands: with a live row at (TBL, PK) the conflict's
             // update does nothing. A plain `INSERT … SELECT … WHERE NOT EXISTS`
             // would do the same but reads the table it writes, which SQLite
