@@ -223,6 +223,161 @@ import Testing
         #expect(back == "back")
     }
 
+    /// Saves of many rows write them several per statement (and assigned
+    /// identifiers several per statement): every row, value, recorded change
+    /// and identifier is as one statement per row wrote it; identifiers of
+    /// deleted objects come back in bulk; a taken one still fails the save,
+    /// named, with nothing written.
+    @Test func bulkSavesWriteEveryRowValueAndAssignedIdentifier() throws {
+        let url = try newURL()
+        let (coordinator, context) = try HistoryModel.stack(url)
+        let count = SQLiteStore.rowsPerInsert * 3 + 5
+        let gids = (0..<count).map { _ in UUID() }
+        func expected(_ i: Int) -> [String: Any] {
+            ["title": "item \(i)", "count16": Int16(i), "count64": Int64(i) * 1_000_000_007, "flag": i % 2 == 0,
+             "amount": Decimal(i) / 100, "ratio": Double(i) + 0.25, "when": Date(timeIntervalSinceReferenceDate: Double(i) * 60),
+             "blob": Data([UInt8(i % 256), 0, 7]), "uid": gids[(i + 1) % count]]
+        }
+        func same(_ a: Any?, _ b: Any) -> Bool {
+            if let data = b as? Data { return a as? Data == data }
+            return a.map { "\(type(of: $0)) \($0)" } == "\(type(of: b)) \(b)"
+        }
+        let token = try coordinator.currentPersistentHistoryToken(fromStores: nil)
+        try context.performAndWait {
+            let owners = try (0..<SQLiteStore.rowsPerInsert + 3).map { n -> ManagedObject in
+                let owner = try context.insertNewObject(forEntityName: "Owner")
+                try owner.setValue("owner \(n)", forKey: "name")
+                return owner
+            }
+            for i in 0..<count {
+                let item = try context.insertNewObject(forEntityName: "Item")
+                for (key, value) in expected(i) { try item.setValue(value, forKey: key) }
+                try item.setValue(owners[i % owners.count], forKey: "owner")
+                try context.assignGlobalIdentifier(gids[i], to: item)
+            }
+            try context.save()
+            context.reset()
+        }
+        try context.performAndWait {
+            for (i, gid) in gids.enumerated() {
+                let item = try #require(try context.existingObject(withGlobalIdentifier: gid))
+                for (key, value) in expected(i) {
+                    #expect(same(try item.value(forKey: key), value), "\(key) of item \(i)")
+                }
+                let owner = try #require(try item.value(forKey: "owner") as? ManagedObject)
+                #expect(try owner.value(forKey: "name") as? String == "owner \(i % (SQLiteStore.rowsPerInsert + 3))")
+            }
+        }
+        let changes = try fetchAll(context, after: token).flatMap(\.changes)
+        #expect(changes.count == count + SQLiteStore.rowsPerInsert + 3)
+        let itemChanges = changes.filter { $0.entity.name == "Item" }
+        #expect(itemChanges.allSatisfy { $0.changeType == .insert })
+        #expect(Set(itemChanges.compactMap(\.globalIdentifier)) == Set(gids))
+        for change in itemChanges {
+            let i = try #require(gids.firstIndex(of: try #require(change.globalIdentifier)))
+            #expect(change.values["title"]?.newValue as? String == "item \(i)")
+        }
+
+        // Deleted, then back under the same identifiers (held by dead rows) in one save.
+        let back = Array(gids.prefix(SQLiteStore.identifiersPerStatement + 1))
+        try context.performAndWait {
+            for gid in back { context.delete(try #require(try context.existingObject(withGlobalIdentifier: gid))) }
+            try context.save()
+            for gid in back {
+                let item = try context.insertNewObject(forEntityName: "Item")
+                try item.setValue("back", forKey: "title")
+                try context.assignGlobalIdentifier(gid, to: item)
+            }
+            try context.save()
+            context.reset()
+            for gid in back { #expect(try context.existingObject(withGlobalIdentifier: gid)?.value(forKey: "title") as? String == "back") }
+        }
+
+        // One live identifier among many: the save fails naming it; nothing is written.
+        let taken = gids[count - 1]
+        let before = try RawSQLite.query(url.path, "SELECT count(*) FROM ZITEM").first?.first?.int
+        let error = #expect(throws: CoreDataError.self) {
+            try context.performAndWait {
+                for n in 0..<SQLiteStore.identifiersPerStatement {
+                    let item = try context.insertNewObject(forEntityName: "Item")
+                    try context.assignGlobalIdentifier(n == 10 ? taken : UUID(), to: item)
+                }
+                try context.save()
+            }
+        }
+        #expect(error?.message.contains(taken.uuidString) == true)
+        #expect(try RawSQLite.query(url.path, "SELECT count(*) FROM ZITEM").first?.first?.int == before)
+    }
+
+    /// The insert trigger makes an identifier only for a row without a live
+    /// one: an assigned one is kept, a foreign insert at the key of a deleted
+    /// row gets a new one (never the placeholder the trigger skips with).
+    /// Triggers another build wrote are replaced when the file is opened
+    /// writable with history; opening a file whose triggers are current
+    /// changes nothing in its schema.
+    @Test func insertTriggerMakesIdentifiersOnlyWhenNeededAndIsReplacedWhenStale() throws {
+        let url = try newURL()
+        let assigned = UUID()
+        do {
+            let (coordinator, context) = try HistoryModel.stack(url)
+            try context.performAndWait {
+                let tag = try context.insertNewObject(forEntityName: "Tag")
+                try tag.setValue("assigned", forKey: "name")
+                try context.assignGlobalIdentifier(assigned, to: tag)
+                let other = try context.insertNewObject(forEntityName: "Tag")
+                try other.setValue("made", forKey: "name")
+                try context.save()
+            }
+            for store in coordinator.persistentStores { try coordinator.remove(store) }
+        }
+        func identifiers() throws -> [String: String] {
+            Dictionary(try RawSQLite.query(url.path, "SELECT t.ZNAME, g.GID FROM ZTAG t JOIN OGH_GLOBALID g ON g.TBL = t.Z_ENT AND g.PK = t.Z_PK AND g.DEAD = 0")
+                .map { ($0[0].text ?? "", $0[1].text ?? "") }, uniquingKeysWith: { a, _ in a })
+        }
+        var before = try identifiers()
+        #expect(before["assigned"] == assigned.uuidString)
+        let made = try #require(before["made"])
+        #expect(UUID(uuidString: made) != nil && made != assigned.uuidString)
+
+        // A foreign writer deletes a row and inserts another at its key: a new identifier.
+        let row = try #require(try RawSQLite.query(url.path, "SELECT Z_PK, Z_ENT FROM ZTAG WHERE ZNAME = 'made'").first)
+        let (pk, ent) = (try #require(row[0].int), try #require(row[1].int))
+        try Self.foreignSQL(url.path, """
+            BEGIN; DELETE FROM ZTAG WHERE Z_PK = \(pk); \
+            INSERT INTO ZTAG (Z_PK, Z_ENT, Z_OPT, ZNAME) VALUES (\(pk), \(ent), 1, 'x'); COMMIT;
+            """)
+        before = try identifiers()
+        #expect(before.count == 2)
+        let again = try #require(before["x"])
+        #expect(UUID(uuidString: again) != nil && again != made && again != assigned.uuidString)
+
+        // A stale insert trigger (here one recording nothing) is replaced on open.
+        let name = "OGH_ZTAG_INSERT"
+        let current = try #require(try RawSQLite.query(url.path, "SELECT sql FROM sqlite_master WHERE name = '\(name)'").first?.first?.text)
+        try Self.foreignSQL(url.path, "DROP TRIGGER \(name); CREATE TRIGGER \(name) AFTER INSERT ON ZTAG BEGIN SELECT 1; END;")
+        do {
+            let (coordinator, context) = try HistoryModel.stack(url)
+            let token = try coordinator.currentPersistentHistoryToken(fromStores: nil)
+            try context.performAndWait {
+                try context.insertNewObject(forEntityName: "Tag").setValue("after", forKey: "name")
+                try context.save()
+            }
+            let changes = try fetchAll(context, after: token).flatMap(\.changes)
+            #expect(changes.count == 1 && changes.first?.changeType == .insert && changes.first?.globalIdentifier != nil)
+            for store in coordinator.persistentStores { try coordinator.remove(store) }
+        }
+        #expect(try RawSQLite.query(url.path, "SELECT sql FROM sqlite_master WHERE name = '\(name)'").first?.first?.text == current)
+
+        // Current triggers: opening again rewrites nothing (the schema cookie stays).
+        let cookie = try RawSQLite.query(url.path, "PRAGMA schema_version").first?.first?.int
+        do {
+            let (coordinator, _) = try HistoryModel.stack(url)
+            for store in coordinator.persistentStores { try coordinator.remove(store) }
+        }
+        #expect(try RawSQLite.query(url.path, "PRAGMA schema_version").first?.first?.int == cookie)
+        #expect(try RawSQLite.query(url.path, "PRAGMA integrity_check").first?.first?.text == "ok")
+    }
+
     /// Switching history on for a store with data records nothing for the
     /// past and gives every row an identifier; removing it keeps the data.
     @Test func switchingOnAndOff() throws {

@@ -184,11 +184,24 @@ struct SQLiteHistorySchema {
                 guard let target = column.referencedTable else { return "\(record).\(column.name)" }
                 return "coalesce((SELECT GID FROM OGH_GLOBALID WHERE TBL = \(target) AND PK = \(record).\(column.name)), \(record).\(column.name))"
             }
+            // A row whose identifier the save assigned beforehand (a copy from
+            // another store, `assignGlobalIdentifier`) already has a live one: the
+            // conflict below keeps it, so a new identifier is made only when none
+            // is there. SQLite evaluates VALUES before the conflict check, and the
+            // fifteen function calls of a new identifier were about a fifth of the
+            // SQLite time of inserting a copied row (measured on a copy of this
+            // layout; docs/benchmarks/sync.md, issue 15).
+            // The '' never lands: with a live row at (TBL, PK) the conflict's
+            // update does nothing. A plain `INSERT … SELECT … WHERE NOT EXISTS`
+            // would do the same but reads the table it writes, which SQLite
+            // answers by buffering the row in a temporary table (slower for
+            // every insert).
             let n = table.columns.indices.map { "N\($0 + 1)" }
             let o = table.columns.indices.map { "O\($0 + 1)" }
             let insert = """
                 CREATE TRIGGER OGH_\(table.name)_INSERT AFTER INSERT ON \(table.name) BEGIN \
-                INSERT INTO OGH_GLOBALID (TBL, PK, GID, DEAD) VALUES (\(table.number), NEW.Z_PK, \(Self.newUUIDExpression), 0) \
+                INSERT INTO OGH_GLOBALID (TBL, PK, GID, DEAD) VALUES (\(table.number), NEW.Z_PK, \
+                CASE WHEN EXISTS (SELECT 1 FROM OGH_GLOBALID WHERE TBL = \(table.number) AND PK = NEW.Z_PK AND DEAD = 0) THEN '' ELSE \(Self.newUUIDExpression) END, 0) \
                 ON CONFLICT (TBL, PK) DO UPDATE SET GID = excluded.GID, DEAD = 0 WHERE DEAD = 1; \
                 INSERT INTO OGH_CHANGE (\(([header] + n).joined(separator: ", "))) VALUES (\(([stamp(.insert, ent: "NEW.Z_ENT", pk: "NEW.Z_PK", gid: gid("NEW"))] + table.columns.map { value($0, "NEW") }).joined(separator: ", "))); \
                 END

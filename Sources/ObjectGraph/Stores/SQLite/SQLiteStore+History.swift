@@ -94,14 +94,24 @@ extension SQLiteStore {
         }
     }
 
+    /// Installs the layout's triggers. On a file that has them
+    /// (`onlyMissing`), those missing are added and those whose SQL is not
+    /// this version's (an older build wrote them; same records, other cost)
+    /// are replaced, all in one transaction.
     private func installTriggers(_ db: SQLiteConnection, layout: SQLiteHistorySchema, onlyMissing: Bool) throws {
-        let existing = onlyMissing
-            ? Set(try db.query("SELECT name FROM sqlite_master WHERE type = 'trigger'").compactMap { $0[0].stringValue })
-            : []
-        let missing = layout.triggers().filter { !existing.contains($0.name) }
-        guard !missing.isEmpty else { return }
+        var existing: [String: String] = [:]
+        if onlyMissing {
+            for row in try db.query("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'") {
+                if let name = row[0].stringValue { existing[name] = row[1].stringValue ?? "" }
+            }
+        }
+        let stale = layout.triggers().filter { existing[$0.name] != $0.sql }
+        guard !stale.isEmpty else { return }
         try db.transaction {
-            for trigger in missing { try db.prepareUncached(trigger.sql).run() }
+            for trigger in stale {
+                if existing[trigger.name] != nil { try db.execute("DROP TRIGGER IF EXISTS \(trigger.name)") }
+                try db.prepareUncached(trigger.sql).run()
+            }
         }
     }
 
@@ -170,11 +180,64 @@ extension SQLiteStore {
         try db.run("UPDATE OGH_STATE SET CURRENTTX = ? WHERE ID = 1", [.integer(tx)])
         // The write lock is held: every change after this position is this save's.
         historySaveStart = try db.query("SELECT seq FROM sqlite_sequence WHERE name = 'OGH_CHANGE'").first?.first?.int64Value ?? 0
-        for (id, gid) in request.globalIdentifiers {
-            guard let pk = id.primaryKey, let table = historyTable(for: id.entity, history) else { continue }
-            try assignGlobalIdentifier(gid, table: table.number, pk: pk, db: db)
+        if !request.globalIdentifiers.isEmpty {
+            var tables: [ObjectIdentifier: Int] = [:]
+            var rows: [AssignedIdentifier] = []
+            rows.reserveCapacity(request.globalIdentifiers.count)
+            for (id, gid) in request.globalIdentifiers {
+                guard let pk = id.primaryKey else { continue }
+                let key = ObjectIdentifier(id.entity)
+                if tables[key] == nil { tables[key] = historyTable(for: id.entity, history)?.number ?? -1 }
+                guard let table = tables[key], table >= 0 else { continue }
+                rows.append(AssignedIdentifier(table: table, pk: pk, gid: gid))
+            }
+            // In key order: the rows land side by side in OGH_GLOBALID.
+            rows.sort { ($0.table, $0.pk) < ($1.table, $1.pk) }
+            try assignGlobalIdentifiers(rows, db: db)
         }
         return tx
+    }
+
+    /// An identifier a save assigned to one of the rows it inserts.
+    private struct AssignedIdentifier {
+        let table: Int
+        let pk: Int64
+        let gid: UUID
+    }
+
+    /// Identifiers assigned per statement: one statement per row kept a
+    /// statement journal of the pages each row touched (issue 15).
+    static let identifiersPerStatement = 64
+
+    /// Writes assigned identifiers `identifiersPerStatement` at a time. A
+    /// statement that meets a taken identifier writes nothing; its rows are
+    /// then written one by one, which frees a dead row's identifier or names
+    /// the one that is taken.
+    private func assignGlobalIdentifiers(_ rows: [AssignedIdentifier], db: SQLiteConnection) throws {
+        let perStatement = Self.identifiersPerStatement
+        var start = 0
+        if rows.count >= perStatement {
+            let values = Array(repeating: "(?, ?, ?, 0)", count: perStatement).joined(separator: ", ")
+            let statement = try db.prepare("INSERT INTO OGH_GLOBALID (TBL, PK, GID, DEAD) VALUES \(values) ON CONFLICT (TBL, PK) DO UPDATE SET GID = excluded.GID, DEAD = 0")
+            while rows.count - start >= perStatement {
+                let part = rows[start..<start + perStatement]
+                start += perStatement
+                statement.reset()
+                var index: Int32 = 1
+                for row in part {
+                    try statement.bind(.integer(Int64(row.table)), at: index)
+                    try statement.bind(.integer(row.pk), at: index + 1)
+                    try statement.bind(.text(GlobalIdentifierText.string(row.gid)), at: index + 2)
+                    index += 3
+                }
+                do {
+                    try statement.runBound()
+                } catch let error as CoreDataError where error.sqliteResultCode == 19 {  // SQLITE_CONSTRAINT: UNIQUE (GID)
+                    for row in part { try assignGlobalIdentifier(row.gid, table: row.table, pk: row.pk, db: db) }
+                }
+            }
+        }
+        for row in rows[start...] { try assignGlobalIdentifier(row.gid, table: row.table, pk: row.pk, db: db) }
     }
 
     /// Ends the record of a save, still inside its transaction: clears the

@@ -1047,6 +1047,16 @@ public final class SQLiteStore: PersistentStore {
         return .integer(key)
     }
 
+    /// Rows a save writes per INSERT statement (see `writeSave`).
+    static let rowsPerInsert = 32
+
+    /// A one-row `INSERT … VALUES (?, …)` made to take `rows` rows.
+    static func multiRowInsert(_ sql: String, rows: Int) -> String {
+        guard let values = sql.range(of: " VALUES ", options: .backwards) else { return sql }
+        let row = String(sql[values.upperBound...])
+        return String(sql[..<values.upperBound]) + Array(repeating: row, count: rows).joined(separator: ", ")
+    }
+
     private func insertStatement(_ mapping: SQLiteSchema.EntityMapping) -> (sql: String, properties: [(PropertyDescription, String)]) {
         if let cached = insertSQL[mapping.entity.name] { return cached }
         let properties = writableColumns(mapping)
@@ -1177,7 +1187,7 @@ public final class SQLiteStore: PersistentStore {
                 var maxKeys: [Int: Int64] = [:]
                 // Each row is bound on a statement prepared once per save,
                 // kind and entity: no SQL text is built or looked up per row.
-                enum Kind { case insert, update, delete }
+                enum Kind { case insert, insertRows, update, delete }
                 // Updates that write only changed columns get one statement
                 // per set of columns (indices into the entity's writable columns).
                 struct StatementKey: Hashable { let kind: Kind; let entity: Int; var columns: [Int] = [] }
@@ -1264,19 +1274,63 @@ public final class SQLiteStore: PersistentStore {
                 // Rows of one entity usually come together: what a row needs
                 // from its entity (mapping, statement, column slots, key entity)
                 // is looked up when the entity changes, not for every row.
+                // Rows are written `rowsPerInsert` at a time in one multi-row
+                // INSERT: with history's triggers SQLite keeps a statement
+                // journal, copying every page a statement touches that an
+                // earlier one of the transaction dirtied (the tables' last
+                // leaves, each time), so one statement per row paid that per
+                // row (issue 15). The save is one transaction either way: a
+                // row that fails fails the save, as before.
                 struct InsertPlan {
                     let entity: EntityDescription
                     let mapping: SQLiteSchema.EntityMapping
                     let statement: SQLiteStatement
+                    /// The INSERT of `rowsPerInsert` rows (nil: one at a time).
+                    let rows: SQLiteStatement?
+                    let rowsPerInsert: Int
                     let columns: [(property: PropertyDescription, column: String, slot: Int?)]
                     let keyEntity: Int
                 }
                 var current: InsertPlan?
+                var pending: [StoreSnapshot] = []
                 var highestKey: Int64 = 0
                 func flushHighestKey() {
                     guard let current, highestKey > 0 else { return }
                     maxKeys[current.keyEntity] = max(maxKeys[current.keyEntity] ?? 0, highestKey)
                     highestKey = 0
+                }
+                func bindRow(_ snapshot: StoreSnapshot, _ plan: InsertPlan, _ statement: SQLiteStatement, from first: Int32) throws {
+                    try statement.bind(.integer(snapshot.objectID.primaryKey ?? 0), at: first)
+                    try statement.bind(.integer(Int64(plan.mapping.number)), at: first + 1)
+                    try statement.bind(.integer(max(1, snapshot.version)), at: first + 2)
+                    var index = first + 3
+                    for (property, column, slot) in plan.columns {
+                        try statement.bind(try binding(for: snapshot, mapping: plan.mapping, property: property, column: column, slot: slot), at: index)
+                        index += 1
+                    }
+                }
+                /// Writes the rows waiting for `current`: whole groups of
+                /// `rowsPerInsert` together, the rest (the last of an entity) one by one.
+                func flushPending() throws {
+                    guard let plan = current, !pending.isEmpty else { return }
+                    var start = 0
+                    if let rows = plan.rows {
+                        let width = Int32(3 + plan.columns.count)
+                        while pending.count - start >= plan.rowsPerInsert {
+                            rows.reset()
+                            for offset in 0..<plan.rowsPerInsert {
+                                try bindRow(pending[start + offset], plan, rows, from: Int32(offset) * width + 1)
+                            }
+                            try rows.runBound()
+                            start += plan.rowsPerInsert
+                        }
+                    }
+                    for snapshot in pending[start...] {
+                        plan.statement.reset()
+                        try bindRow(snapshot, plan, plan.statement, from: 1)
+                        try plan.statement.runBound()
+                    }
+                    pending.removeAll(keepingCapacity: true)
                 }
                 for snapshot in request.inserted {
                     let id = snapshot.objectID
@@ -1284,28 +1338,25 @@ public final class SQLiteStore: PersistentStore {
                         throw CoreDataError(.persistentStoreSave, "cannot insert \(id): it has a temporary ID; obtain permanent IDs first")
                     }
                     if current?.entity !== id.entity {
+                        try flushPending()
                         flushHighestKey()
                         let mapping = try mapping(for: id.entity)
                         let sqlPlan = insertStatement(mapping)
-                        let statement = try statement(.insert, mapping) { sqlPlan.sql }
+                        let single = try statement(.insert, mapping) { sqlPlan.sql }
                         let columns = zip(sqlPlan.properties, slots(mapping, sqlPlan.properties)).map { ($0.0.0, $0.0.1, $0.1) }
-                        current = InsertPlan(entity: id.entity, mapping: mapping, statement: statement, columns: columns,
-                                             keyEntity: keyEntityNumbers[mapping.number] ?? keyEntityNumber(mapping))
+                        // At most 999 parameters, SQLite's limit before 3.32.
+                        let rowsPerInsert = min(Self.rowsPerInsert, 999 / (3 + columns.count))
+                        let rows = rowsPerInsert > 1 && request.inserted.count >= rowsPerInsert
+                            ? try statement(.insertRows, mapping) { Self.multiRowInsert(sqlPlan.sql, rows: rowsPerInsert) }
+                            : nil
+                        current = InsertPlan(entity: id.entity, mapping: mapping, statement: single, rows: rows, rowsPerInsert: rows == nil ? 1 : rowsPerInsert,
+                                             columns: columns, keyEntity: keyEntityNumbers[mapping.number] ?? keyEntityNumber(mapping))
                     }
-                    let plan = current!
-                    let statement = plan.statement
-                    statement.reset()
-                    try statement.bind(.integer(pk), at: 1)
-                    try statement.bind(.integer(Int64(plan.mapping.number)), at: 2)
-                    try statement.bind(.integer(max(1, snapshot.version)), at: 3)
-                    var index: Int32 = 4
-                    for (property, column, slot) in plan.columns {
-                        try statement.bind(try binding(for: snapshot, mapping: plan.mapping, property: property, column: column, slot: slot), at: index)
-                        index += 1
-                    }
-                    try statement.runBound()
+                    pending.append(snapshot)
+                    if pending.count >= (current?.rowsPerInsert ?? 1) { try flushPending() }
                     highestKey = max(highestKey, pk)
                 }
+                try flushPending()
                 flushHighestKey()
 
                 for change in request.toManyChanges {
