@@ -404,6 +404,10 @@ public final class SyncGroup {
                 var from = start
                 var parts = 0
                 var deletes: [UUID] = []
+                // Objects this transaction inserted at the hub in earlier parts,
+                // and what waits for the last part (see holdBackForwardReferences).
+                var inserted = Set<UUID>()
+                var waiting = HubBatch(origin: member.name)
                 while from < transaction.token.position {
                     let request = PersistentHistoryChangeRequest.fetchHistory(after: member.token(from))
                     request.fetchLimit = 1
@@ -430,6 +434,7 @@ public final class SyncGroup {
                     written.cursors = []
                     deletes += written.deletes
                     written.deletes = []
+                    try holdBackForwardReferences(&written, inserted: &inserted, waiting: &waiting)
                     do {
                         if !written.isEmpty { try hub.commit(written) }
                     } catch {
@@ -439,6 +444,8 @@ public final class SyncGroup {
                 }
                 covered.pulledThrough = transaction.token.position
                 batch.deletes = deletes + batch.deletes
+                batch.inserts = waiting.inserts + batch.inserts
+                batch.updates = waiting.updates + batch.updates
                 try commit()
                 statistics.partedTransactions += 1
                 statistics.transactionParts += parts
@@ -516,6 +523,41 @@ public final class SyncGroup {
         cursor.pulledThrough = deferred.to.pulledThrough
         cursor.base = deferred.to.base
         return cursor
+    }
+
+    /// Takes out of a part of a store transaction settled in parts the
+    /// inserts and updates whose to-one destination is not at the hub yet
+    /// (a later part brings it, or it waits itself), into `waiting`, which
+    /// goes with the last part. Written now, such an object would get its
+    /// relationship set again when the destination comes: two hub changes
+    /// for the store's one (the workload checker's "repeated"). A to-many
+    /// member not there yet is not held back: the member's own to-one sets
+    /// that side when it comes. Holds back at worst what the transaction
+    /// refers forward, never more than reading it whole did.
+    private func holdBackForwardReferences(_ part: inout HubBatch, inserted: inout Set<UUID>, waiting: inout HubBatch) throws {
+        func destinations(_ values: [String: SyncValue]) -> [UUID] {
+            values.values.compactMap { if case .toOne(let gid?) = $0 { return gid } else { return nil } }
+        }
+        let here = Set(part.inserts.map(\.0))
+        var unknown = Set(part.inserts.flatMap { destinations($0.1.values) } + part.updates.flatMap { destinations($0.1) })
+        unknown.subtract(inserted)
+        unknown.subtract(here)
+        let present = unknown.isEmpty ? [:] : try hub.states(of: Array(unknown))
+        // Not at the hub, not inserted by this transaction so far: missing;
+        // and so is whatever this part holds back (its referrers wait too).
+        var missing = unknown.subtracting(present.keys).union(waiting.inserts.map(\.0))
+        while true {
+            let inserts = part.inserts.filter { !missing.contains($0.0) && destinations($0.1.values).contains(where: missing.contains) }
+            let updates = part.updates.filter { destinations($0.1).contains(where: missing.contains) }
+            if inserts.isEmpty && updates.isEmpty { break }
+            let heldInserts = Set(inserts.map(\.0)), heldUpdates = Set(updates.map(\.0))
+            waiting.inserts += inserts
+            waiting.updates += updates
+            part.inserts.removeAll { heldInserts.contains($0.0) }
+            part.updates.removeAll { heldUpdates.contains($0.0) }
+            missing.formUnion(heldInserts)
+        }
+        inserted.formUnion(part.inserts.map(\.0))
     }
 
     /// A hub commit of a pull that failed, said as the hub's failure (a full

@@ -228,6 +228,47 @@ import Testing
         try group.close()
     }
 
+    /// A store transaction settled in parts whose records come before the
+    /// folder they point to (the order the application inserted them in):
+    /// written at once, each record would miss its folder and get it set
+    /// again when the folder's part comes, two hub changes for one insert
+    /// (`scripts/sync-crash 40 17` found it). They wait for the last part.
+    @Test func recordsSettledBeforeTheirFolderInPartsAreWrittenOnce() throws {
+        let directory = try SyncFixtures.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try Self.prepare(directory, [.objectTrump, .objectTrump])
+        let group = try Self.group(directory, [.objectTrump, .objectTrump], chunk: 4)
+        let app = try SyncFixtures.app(directory.appendingPathComponent("s1.sqlite"))
+        let position = try group.hub.currentPosition()
+        try app.performAndWait {
+            let records = try (0..<9).map { n in
+                let record = try app.insertNewObject(forEntityName: "Record")
+                try record.setValue("r\(n)", forKey: "name")
+                return record
+            }
+            let folder = try app.insertNewObject(forEntityName: "Folder")
+            try folder.setValue("f", forKey: "name")
+            for record in records { try record.setValue(folder, forKey: "folder") }
+            let late = try app.insertNewObject(forEntityName: "Record")
+            try late.setValue("late", forKey: "name")
+            try late.setValue(folder, forKey: "folder")
+            try app.save()
+        }
+        try group.runUntilIdle()
+        #expect(group.statistics.partedTransactions == 1)
+        let changes = try group.hub.changes(after: position).filter { $0.isInsert || $0.isDelete || !$0.changedProperties.isEmpty }
+        let byObject = Dictionary(grouping: changes, by: \.globalIdentifier)
+        #expect(byObject.count == 11)
+        for (gid, list) in byObject {
+            #expect(list.map(\.isInsert) == [true], "\(gid): \(list.map { $0.isInsert ? "insert" : "update \($0.changedProperties.keys.sorted())" })")
+        }
+        let hub = try SyncFixtures.contents(directory.appendingPathComponent("state/hub.sqlite"))
+        let folder = try #require(hub.first { $0.value["entity"] == "Folder" }?.key)
+        #expect(hub.values.filter { $0["entity"] == "Record" }.allSatisfy { $0["folder"] == folder.uuidString }, "\(hub)")
+        try Self.expectConverged(directory, stores: 2, records: 10)
+        try group.close()
+    }
+
     @Test func aBacklogLargerThanAChunkSurvivesACrashBetweenPullChunks() throws {
         let directory = try SyncFixtures.directory()
         try Self.prepare(directory, [.storeTrump, .objectTrump, .error])
