@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import Logging
 import StoreSyncConfig
+import StoreSyncControl
 
 /// swift-log output for the daemon, one line per entry on stderr.
 ///
@@ -135,11 +136,7 @@ struct DaemonLogHandler: LogHandler {
         return out + "\""
     }
 
-    static func timestamp(_ date: Date) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.string(from: date)
-    }
+    static func timestamp(_ date: Date) -> String { JSONValue.timestamp(date) }
 
     /// One write(2) per entry, under a lock, so lines from the loop thread
     /// and the group queues never interleave.

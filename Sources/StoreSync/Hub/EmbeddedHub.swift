@@ -177,7 +177,8 @@ public final class EmbeddedHub: SyncHub {
     // and conflicts several times; each was a fetch.
     private var cursorCache: [String: SyncCursor?] = [:]
     private var pendingCache: [String: Set<UUID>] = [:]
-    private var conflictCache: [String: [SyncConflict]] = [:]
+    /// Unresolved conflicts by store (nil: every store's).
+    private var conflictCache: [String?: [SyncConflict]] = [:]
 
     public func cursor(for storeName: String) throws -> SyncCursor? {
         if let cached = cursorCache[storeName] { return cached }
@@ -219,8 +220,9 @@ public final class EmbeddedHub: SyncHub {
     }
 
     public func conflicts(store storeName: String?, includingResolved: Bool) throws -> [SyncConflict] {
-        // Unresolved ones per store are what rounds ask for; the rest is read each time.
-        guard let storeName, !includingResolved else { return try readConflicts(store: storeName, includingResolved: includingResolved) }
+        // Unresolved ones (a store's, or all: the daemon asks after every job)
+        // are what rounds ask for; resolved ones are read each time.
+        guard !includingResolved else { return try readConflicts(store: storeName, includingResolved: true) }
         if let cached = conflictCache[storeName] { return cached }
         let found = try readConflicts(store: storeName, includingResolved: false)
         conflictCache[storeName] = found
