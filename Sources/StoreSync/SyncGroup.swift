@@ -246,6 +246,24 @@ public final class SyncGroup {
         return !(try member.coordinator.execute(request).transactions.isEmpty)
     }
 
+    /// Whether the store's history still ends where the engine's last push
+    /// into it (in this process) ended: a file event then came from that push
+    /// and there is nothing to pull, so the daemon runs no round for it. The
+    /// store's write lock is taken once first, so a commit in flight is seen.
+    /// False when the engine has not pushed into it yet, or a transaction
+    /// came after. (Positions only grow; the push checked, under the same
+    /// lock, that nothing but its own pushes lay after the pull cursor.)
+    ///
+    /// ```swift
+    /// if try !group.endsWithOwnPush("s2") { try group.storeDidChange("s2") }
+    /// ```
+    public func endsWithOwnPush(_ name: String) throws -> Bool {
+        let member = try member(name)
+        guard member.checkedThrough > 0, !member.failed else { return false }
+        if let store = member.store as? SQLiteStore { try store.performInTransaction {} }
+        return try member.coordinator.currentPersistentHistoryToken(fromStores: [member.store])?.position == member.checkedThrough
+    }
+
     public func pause(_ name: String) throws { try member(name).paused = true }
     public func resume(_ name: String) throws { try member(name).paused = false }
 
@@ -1208,9 +1226,10 @@ public final class SyncGroup {
             let cursor = try hub.cursor(for: member.name).map { effectiveCursor(member, $0) }
             let storePosition = try member.coordinator.currentPersistentHistoryToken(fromStores: [member.store])?.position ?? 0
             var lag = 0.0
-            if let cursor, storePosition > cursor.pulledThrough {
+            // After the cursor, up to `checkedThrough` only the engine's pushes lie.
+            if let cursor, storePosition > max(cursor.pulledThrough, member.checkedThrough) {
                 // The oldest application transaction not pulled: its fields only, nothing decoded.
-                let oldest = PersistentHistoryChangeRequest.fetchHistory(after: member.token(cursor.pulledThrough))
+                let oldest = PersistentHistoryChangeRequest.fetchHistory(after: member.token(max(cursor.pulledThrough, member.checkedThrough)))
                 oldest.resultType = .transactionsOnly
                 oldest.transactionPredicate = try FetchPredicate(format: "author == nil OR author != %@", argumentArray: [Self.author])
                 oldest.fetchLimit = 1

@@ -496,6 +496,17 @@ final class GroupRunner {
             return finishWithoutHub(job, start: start, waiters: waiters)
         }
 
+        // The file event of the daemon's own push into this store: nothing to
+        // pull and nothing new for the others; the job that pushed already
+        // reported where every store stands. No round and no report (at 100
+        // saves a second these were two of every three jobs). A commit after
+        // the push, even one in flight, makes this false (docs/DAEMON.md).
+        if case .store(let name) = job, waiters.isEmpty, !hubWasDown,
+           previous?.stores.first(where: { $0.name == name })?.state != .failed,
+           (try? group.endsWithOwnPush(name)) == true {
+            logger.trace("event of the daemon's own push", metadata: ["store": "\(name)"])
+            return
+        }
         if case .status = job {} else { logger.debug("round started", metadata: ["trigger": "\(job.trigger)"]) }
         var failure: String?
         // A store that opened since the last job starts unpaused in the engine.
@@ -525,13 +536,9 @@ final class GroupRunner {
                 if before?.state == .failed {
                     try group.runRound()
                 } else {
-                    // An event from the daemon's own push into this store is
-                    // not skipped (only the history tells it from a writer's
-                    // commit): its pull reads the push's transactions alone
-                    // and keeps the advance in memory, with no hub commit
-                    // (docs/SYNC.md, Pull, item 4). Skipping such events here
-                    // left the cursor behind and doubled the daemon's CPU per
-                    // save (docs/benchmarks/daemon.md).
+                    // (An event of the daemon's own push alone ran no job, see
+                    // above. Its pushes are read by the next pull, which keeps
+                    // that advance in memory: docs/SYNC.md, Pull, item 4.)
                     try group.storeDidChange(name)
                 }
             case .hub:

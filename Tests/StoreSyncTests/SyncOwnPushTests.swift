@@ -146,6 +146,25 @@ import Testing
         try setup.group.close()
     }
 
+    /// What the daemon asks before running a round for a store's file event.
+    @Test func endsWithOwnPushTellsThePushsEventFromAnApplicationCommit() throws {
+        let setup = try setUp()
+        defer { try? FileManager.default.removeItem(at: setup.directory) }
+        #expect(try setup.group.endsWithOwnPush("s2"), "the setup's round pushed s1's record into s2")
+        try edit(setup.apps[0], a: 2)
+        try setup.group.storeDidChange("s1")   // pushes a = 2 into s2
+        #expect(try setup.group.endsWithOwnPush("s2"))
+        #expect(try !setup.group.endsWithOwnPush("s1"), "s1's last transaction is its application's")
+        try edit(setup.apps[1], a: 3)
+        #expect(try !setup.group.endsWithOwnPush("s2"), "an application commit after the push")
+        try setup.group.storeDidChange("s2")
+        #expect(try !setup.group.endsWithOwnPush("s2"), "pulled, but still the application's commit at the end")
+        try setup.group.close()
+        let reopened = try SyncFixtures.group([.error, .error], in: setup.directory)
+        #expect(try !reopened.endsWithOwnPush("s1"), "a new process knows of no push yet")
+        try reopened.close()
+    }
+
     @Test func aPausedStoreReportsNothingToPull() throws {
         let setup = try setUp()
         defer { try? FileManager.default.removeItem(at: setup.directory) }
