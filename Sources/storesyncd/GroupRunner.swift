@@ -501,10 +501,15 @@ final class GroupRunner {
         // reported where every store stands. No round and no report (at 100
         // saves a second these were two of every three jobs). A commit after
         // the push, even one in flight, makes this false (docs/DAEMON.md).
-        if case .store(let name) = job, waiters.isEmpty, !hubWasDown,
-           previous?.stores.first(where: { $0.name == name })?.state != .failed,
+        if case .store(let name) = job, !hubWasDown, let previous,
+           previous.stores.first(where: { $0.name == name })?.state != .failed,
            (try? group.endsWithOwnPush(name)) == true {
             logger.trace("event of the daemon's own push", metadata: ["store": "\(name)"])
+            // The store's trigger waits for an outcome: done, not failed,
+            // nothing left to pull (a follow-up it owes still runs).
+            let summary = RoundSummary(group: self.name, trigger: job.trigger, moved: false, duration: Date().timeIntervalSince(start),
+                                       stores: previous.stores, error: nil)
+            for waiter in waiters { waiter(summary) }
             return
         }
         if case .status = job {} else { logger.debug("round started", metadata: ["trigger": "\(job.trigger)"]) }
