@@ -54,6 +54,14 @@ final class LoggingTests: XCTestCase {
             XCTAssertEqual(Set(pushed.compactMap { field($0, "position") }).count, pushed.count, "a push logged twice: \(pushed)")
             XCTAssertTrue(pushed.allSatisfy { field($0, "author") == "storesync" && field($0, "context")?.hasPrefix("push:") == true }, "\(pushed)")
         }
+        // s2 and s3 only receive: once the saves began, the file events of the
+        // daemon's own pushes into them ran no job, so no round (nor its
+        // "round started" line) names them (GroupRunner, SyncGroup.endsWithOwnPush).
+        let firstSave = try XCTUnwrap(lines.firstIndex { $0.contains("msg=transaction ") && $0.contains("direction=from-application") })
+        let ownPushRounds = lines[firstSave...].filter { line in
+            (line.contains("msg=round") || line.contains("msg=\"round started\"")) && ["store:s2", "store:s3"].contains(field(line, "trigger"))
+        }
+        XCTAssertEqual(ownPushRounds, [], "rounds for the events of the daemon's own pushes")
         // A round that moved something is an info line; idle timer rounds are debug.
         let rounds = self.rounds(lines)
         XCTAssertTrue(rounds.contains { $0.contains("level=info") && field($0, "trigger") == "store:s1" && field($0, "moved") == "true" }, "\(rounds)")
