@@ -168,6 +168,14 @@ final class GraphAccess {
                 if !names.isEmpty { try context.prefetch(names, for: group) }
             }
         }
+        try learnGlobalIdentifiers(of: try relatedObjects(of: objects))
+        return try objects.map(state(of:))
+    }
+
+    /// Every destination and member of the objects' stored relationships,
+    /// their identifiers asked in one call (`globalIdentifier(of:)` then
+    /// answers from memory).
+    func relatedObjects(of objects: [ManagedObject]) throws -> [ManagedObject] {
         var related: [ManagedObject] = []
         for object in objects {
             for case let rel as RelationshipDescription in object.entity.properties where !rel.isTransient {
@@ -176,7 +184,7 @@ final class GraphAccess {
             }
         }
         try learnGlobalIdentifiers(of: related)
-        return try objects.map(state(of:))
+        return related
     }
 
     /// Asks the identifiers of the objects not known yet in one call, so

@@ -439,14 +439,7 @@ public final class EmbeddedHub: SyncHub {
         var taken = Set<UUID>()
         var frontier = objects
         while !frontier.isEmpty {
-            var related: [ManagedObject] = []
-            for object in frontier {
-                for case let rel as RelationshipDescription in object.entity.properties where !rel.isTransient {
-                    let value = try object.value(forKey: rel.name)
-                    related += (value as? ManagedObject).map { [$0] } ?? (value as? [ManagedObject]) ?? (value as? Set<ManagedObject>).map(Array.init) ?? []
-                }
-            }
-            try access.learnGlobalIdentifiers(of: related)
+            let related = try access.relatedObjects(of: frontier)
             frontier = []
             for object in related where !object.isDeleted {
                 guard let gid = try access.globalIdentifier(of: object), later.contains(gid), taken.insert(gid).inserted else { continue }
