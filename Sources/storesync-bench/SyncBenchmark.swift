@@ -284,8 +284,32 @@ struct SyncBenchmark: ParsableCommand {
         try SQLiteBenchmark.expect(outcome.counts == [n, n],
                                    "bulk: s2, s3 hold \(outcome.counts) of \(n) items; \(bench.failures)")
         let rate = Double(n) / seconds
-        return ["objects": n, "seconds": seconds, "objects_per_second": rate, "target_objects_per_second": bulkTarget,
-                "met": rate >= bulkTarget, "peak_rss_mb": peak, "cpu_seconds": cpuSeconds, "description": "\(n) inserts in one save into s1, runUntilIdle until s2 and s3 hold them"]
+        var out: [String: Any] = ["objects": n, "seconds": seconds, "objects_per_second": rate, "target_objects_per_second": bulkTarget,
+                                  "met": rate >= bulkTarget, "peak_rss_mb": peak, "cpu_seconds": cpuSeconds, "description": "\(n) inserts in one save into s1, runUntilIdle until s2 and s3 hold them"]
+        if case .embedded = place { out.merge(try rawReference("bulk", n, batch: n, engineSeconds: seconds)) { $1 } }
+        return out
+    }
+
+    /// The same copy by `RawSyncCopy` (the SQLite C API, no engine), in the
+    /// same run: `raw_seconds`, its rate, and the engine's time over it.
+    static func rawReference(_ label: String, _ n: Int, batch: Int, engineSeconds: Double) throws -> [String: Any] {
+        let raw = try RawSyncCopy(label: label)
+        defer { raw.remove() }
+        let app = try GraphSide(model: SQLiteBenchmark.model(), url: raw.url("s1"), options: [PersistentStore.persistentHistoryTrackingKey: true])
+        var left = n
+        while left > 0 {
+            try app.insert(min(batch, left))
+            try app.resetContext()
+            left -= min(batch, left)
+        }
+        var counts: [Int] = []
+        let cpu = CPUClock.seconds()
+        let seconds = try Clock.seconds { counts = try raw.copy() }
+        let cpuSeconds = CPUClock.seconds() - cpu
+        try SQLiteBenchmark.expect(counts == [n, n], "\(label) raw reference: s2, s3 hold \(counts) of \(n) items")
+        return ["raw_seconds": seconds, "raw_cpu_seconds": cpuSeconds, "raw_objects_per_second": Double(n) / seconds,
+                "engine_over_raw": engineSeconds / seconds,
+                "raw_description": "the same copy with the SQLite C API (RawSyncCopy): s1's history read, each page written into a hub file, the hub's history read, written into s2 and s3; same layout and history triggers"]
     }
 
     static func catchup(_ n: Int, batch: Int, _ place: HubPlace) throws -> [String: Any] {
@@ -335,6 +359,7 @@ struct SyncBenchmark: ParsableCommand {
             "met": timeMet && memoryMet,
             "description": "\(n) inserts in \(saves) saves into s1 while the engine is closed; open the group and runUntilIdle until s2 and s3 hold them",
         ]
+        if case .embedded = place { out.merge(try rawReference("catchup", n, batch: batch, engineSeconds: seconds)) { $1 } }
         if measuredFull {
             out["seconds_for_target_count"] = seconds
         } else {
@@ -397,6 +422,13 @@ struct SyncBenchmark: ParsableCommand {
     static func printBulk(_ r: [String: Any]) {
         print(String(format: "bulk: %d objects s1 -> s2, s3 in %.2f s (CPU %.2f s): %.0f objects/s (target >= %.0f: %@), peak RSS %.1f MB",
                      r["objects"] as! Int, r["seconds"] as! Double, r["cpu_seconds"] as! Double, r["objects_per_second"] as! Double, bulkTarget, yes(r["met"]), r["peak_rss_mb"] as! Double))
+        printRaw(r)
+    }
+
+    static func printRaw(_ r: [String: Any]) {
+        guard let raw = r["raw_seconds"] as? Double else { return }
+        print(String(format: "  raw SQLite C API, same copy: %.2f s (CPU %.2f s), %.0f objects/s; engine %.2fx the raw time",
+                     raw, r["raw_cpu_seconds"] as! Double, r["raw_objects_per_second"] as! Double, r["engine_over_raw"] as! Double))
     }
 
     static func printCatchup(_ r: [String: Any]) {
@@ -409,6 +441,7 @@ struct SyncBenchmark: ParsableCommand {
         line += String(format: " (target < %.0f s: %@); peak RSS %.1f MB from %.1f MB (target < %.0f MB: %@)", catchupTarget, yes(r["time_met"]),
                        r["peak_rss_mb"] as! Double, r["rss_before_mb"] as! Double, memoryTarget, yes(r["memory_met"]))
         print(line)
+        printRaw(r)
     }
 
     static func printLatency(_ r: [String: Any]) {
