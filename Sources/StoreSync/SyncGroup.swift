@@ -543,18 +543,32 @@ public final class SyncGroup {
         return cursor
     }
 
-    /// Takes out of a part of a store transaction settled in parts the
-    /// inserts and updates whose to-one destination is not at the hub yet
-    /// (a later part brings it, or it waits itself), into `waiting`, which
-    /// goes with the last part. Written now, such an object would get its
-    /// relationship set again when the destination comes: two hub changes
-    /// for the store's one (the workload checker's "repeated"). A to-many
-    /// member not there yet is not held back: the member's own to-one sets
-    /// that side when it comes. Holds back at worst what the transaction
-    /// refers forward, never more than reading it whole did.
+    /// Takes out of a part of a store transaction settled in parts, into
+    /// `waiting` (which goes with the last part, in the store's order):
+    /// - inserts and updates that refer to an object not at the hub yet (a
+    ///   to-one destination, a member added; a later part brings it, or it
+    ///   waits itself). Written now, such an object would get its
+    ///   relationship set again when the destination comes: two hub changes
+    ///   for the store's one (the workload checker's "repeated"); and a
+    ///   member that missed would be added back at the end even when a later
+    ///   part took it out again;
+    /// - updates of an object not at the hub yet (its insert comes later);
+    /// - every later change of an object with a change waiting: written
+    ///   before the waiting one, it would be undone by it at the last part
+    ///   (a to-one set twice, the first time forward, would end at the first
+    ///   value), and the hub would end other than the store did.
+    /// Holds back at worst what the transaction refers forward and what
+    /// follows it, never more than reading it whole did.
     private func holdBackForwardReferences(_ part: inout HubBatch, inserted: inout Set<UUID>, waiting: inout HubBatch) throws {
         func destinations(_ values: [String: SyncValue]) -> [UUID] {
-            values.values.compactMap { if case .toOne(let gid?) = $0 { return gid } else { return nil } }
+            values.values.flatMap { value -> [UUID] in
+                switch value {
+                case .toOne(let gid?): return [gid]
+                case .members(let gids): return gids
+                case .memberChange(let added, _, _): return added
+                default: return []
+                }
+            }
         }
         let here = Set(part.inserts.map(\.0))
         var unknown = Set(part.inserts.flatMap { destinations($0.1.values) } + part.updates.flatMap { destinations($0.1) })
@@ -564,9 +578,15 @@ public final class SyncGroup {
         // Not at the hub, not inserted by this transaction so far: missing;
         // and so is whatever this part holds back (its referrers wait too).
         var missing = unknown.subtracting(present.keys).union(waiting.inserts.map(\.0))
+        // Objects with a change waiting keep their later changes behind it.
+        var waitingObjects = Set(waiting.inserts.map(\.0)).union(waiting.updates.map(\.0))
         while true {
-            let inserts = part.inserts.filter { !missing.contains($0.0) && destinations($0.1.values).contains(where: missing.contains) }
-            let updates = part.updates.filter { destinations($0.1).contains(where: missing.contains) }
+            let inserts = part.inserts.filter {
+                !missing.contains($0.0) && (waitingObjects.contains($0.0) || destinations($0.1.values).contains(where: missing.contains))
+            }
+            let updates = part.updates.filter {
+                missing.contains($0.0) || waitingObjects.contains($0.0) || destinations($0.1).contains(where: missing.contains)
+            }
             if inserts.isEmpty && updates.isEmpty { break }
             let heldInserts = Set(inserts.map(\.0)), heldUpdates = Set(updates.map(\.0))
             waiting.inserts += inserts
@@ -574,6 +594,8 @@ public final class SyncGroup {
             part.inserts.removeAll { heldInserts.contains($0.0) }
             part.updates.removeAll { heldUpdates.contains($0.0) }
             missing.formUnion(heldInserts)
+            waitingObjects.formUnion(heldInserts)
+            waitingObjects.formUnion(heldUpdates)
         }
         inserted.formUnion(part.inserts.map(\.0))
     }
