@@ -1008,6 +1008,41 @@ public final class SyncGroup {
                 try write(Array(all[start..<min(start + chunkChanges, all.count)]), changes: nil, first: start == 0)
                 start += chunkChanges
             } while start < all.count
+            // Written whole, the hub's objects alone would leave in the store
+            // those the hub deleted since the store last received anything (a
+            // first push the hub did not get to record, and so made again, or
+            // a position the hub's history no longer reaches): the store's
+            // received position then moves past their deletes for good. The
+            // push runs only when the hub has every change of the store, so
+            // what the store holds and the hub does not is what the hub
+            // deleted (a held object waits for its conflict).
+            let kept = Set(all)
+            for run in writing where run.writing {
+                do {
+                    let gone = try storeObjects(run.member).filter { !kept.contains($0) && !run.held.contains($0) }
+                    var start = 0
+                    while start < gone.count {
+                        try writePage(run, Array(gone[start..<min(start + chunkChanges, gone.count)]), [:])
+                        start += chunkChanges
+                    }
+                } catch {
+                    run.failure = error
+                }
+            }
+        }
+    }
+
+    /// The global identifiers of every object in a store.
+    private func storeObjects(_ member: Member) throws -> [UUID] {
+        try member.context.performAndWait {
+            var ids: [ManagedObjectID] = []
+            for entity in configuration.model.entities where entity.superentity == nil {
+                let request = FetchRequest(entityName: entity.name)
+                request.resultType = .managedObjectID
+                ids += try member.context.execute(request).compactMap { $0 as? ManagedObjectID }
+            }
+            let gids = try member.coordinator.globalIdentifiers(for: ids)
+            return ids.compactMap { gids[$0] }
         }
     }
 

@@ -269,69 +269,114 @@ import Testing
         try group.close()
     }
 
-    /// A foreign writer's transaction (raw SQL) that sets a record's folder
-    /// twice: first to a folder it inserts later (a forward reference, so that
-    /// change waits for the last part), then back to one the hub has. Settled
-    /// in parts, the second change must not be written before the first: the
-    /// hub, and every store, end with the value the store ended with.
-    @Test func laterChangesOfAnObjectWaitingForTheLastPartWaitWithIt() throws {
+    /// Records r, p0…p5 and the `folders` in s1, synced; then a foreign
+    /// writer's one transaction of `statements` (raw SQL, padded with updates
+    /// of p0…p5 between them so they fall in different parts), synced with
+    /// 2-change chunks. Checks it was settled in parts, with no conflict, and
+    /// that every store ended as the hub did; returns the hub's contents.
+    private func settleForeignTransactionInParts(folders: [String], _ statements: [String]) throws -> [UUID: [String: String]] {
         let directory = try SyncFixtures.directory()
         defer { try? FileManager.default.removeItem(at: directory) }
         try Self.prepare(directory, [.objectTrump, .objectTrump])
         let s1 = directory.appendingPathComponent("s1.sqlite")
         let app = try SyncFixtures.app(s1)
+        let padding = ["p0", "p1", "p2", "p3", "p4", "p5"]
         try app.performAndWait {
-            try app.insertNewObject(forEntityName: "Folder").setValue("old", forKey: "name")
-            for name in ["r", "p0", "p1", "p2", "p3", "p4", "p5"] { try app.insertNewObject(forEntityName: "Record").setValue(name, forKey: "name") }
+            for name in folders { try app.insertNewObject(forEntityName: "Folder").setValue(name, forKey: "name") }
+            for name in ["r"] + padding { try app.insertNewObject(forEntityName: "Record").setValue(name, forKey: "name") }
             try app.save()
         }
         let group = try Self.group(directory, [.objectTrump, .objectTrump], chunk: 2)
         try group.runUntilIdle()
         let parted = group.statistics.partedTransactions
-        try SyncBadInputTests.sql(s1.path, """
-            BEGIN; UPDATE Z_PRIMARYKEY SET Z_MAX = Z_MAX + 1 WHERE Z_NAME = 'Folder';             UPDATE ZRECORD SET ZFOLDER = (SELECT Z_MAX FROM Z_PRIMARYKEY WHERE Z_NAME = 'Folder'), Z_OPT = Z_OPT + 1 WHERE ZNAME = 'r';             UPDATE ZRECORD SET ZA = 1, Z_OPT = Z_OPT + 1 WHERE ZNAME IN ('p0', 'p1');             INSERT INTO ZFOLDER (Z_PK, Z_ENT, Z_OPT, ZNAME) SELECT Z_MAX, Z_ENT, 1, 'new' FROM Z_PRIMARYKEY WHERE Z_NAME = 'Folder';             UPDATE ZRECORD SET ZA = 2, Z_OPT = Z_OPT + 1 WHERE ZNAME IN ('p2', 'p3');             UPDATE ZRECORD SET ZFOLDER = (SELECT Z_PK FROM ZFOLDER WHERE ZNAME = 'old'), Z_OPT = Z_OPT + 1 WHERE ZNAME = 'r';             UPDATE ZRECORD SET ZA = 3, Z_OPT = Z_OPT + 1 WHERE ZNAME IN ('p4', 'p5'); COMMIT;
-            """)
+        var sql = ["BEGIN;"]
+        for (n, statement) in statements.enumerated() {
+            sql.append(statement)
+            if n < padding.count / 2 {
+                sql.append("UPDATE ZRECORD SET ZA = \(n + 1), Z_OPT = Z_OPT + 1 WHERE ZNAME IN ('\(padding[2 * n])', '\(padding[2 * n + 1])');")
+            }
+        }
+        try SyncBadInputTests.sql(s1.path, (sql + ["COMMIT;"]).joined(separator: " "))
         try group.runUntilIdle()
         #expect(group.statistics.partedTransactions == parted + 1)
         #expect(try group.conflicts().isEmpty)
         let hub = try SyncFixtures.contents(directory.appendingPathComponent("state/hub.sqlite"))
+        try group.close()
+        try Self.expectConverged(directory, stores: 2, records: 7)
+        return hub
+    }
+
+    /// A foreign writer's transaction that sets a record's folder twice:
+    /// first to a folder it inserts later (a forward reference, so that change
+    /// waits for the last part), then back to one the hub has. Settled in
+    /// parts, the second change must not be written before the first: the
+    /// hub, and every store, end with the value the store ended with.
+    @Test func laterChangesOfAnObjectWaitingForTheLastPartWaitWithIt() throws {
+        let hub = try settleForeignTransactionInParts(folders: ["old"], [
+            "UPDATE Z_PRIMARYKEY SET Z_MAX = Z_MAX + 1 WHERE Z_NAME = 'Folder'; UPDATE ZRECORD SET ZFOLDER = (SELECT Z_MAX FROM Z_PRIMARYKEY WHERE Z_NAME = 'Folder'), Z_OPT = Z_OPT + 1 WHERE ZNAME = 'r';",
+            "INSERT INTO ZFOLDER (Z_PK, Z_ENT, Z_OPT, ZNAME) SELECT Z_MAX, Z_ENT, 1, 'new' FROM Z_PRIMARYKEY WHERE Z_NAME = 'Folder';",
+            "UPDATE ZRECORD SET ZFOLDER = (SELECT Z_PK FROM ZFOLDER WHERE ZNAME = 'old'), Z_OPT = Z_OPT + 1 WHERE ZNAME = 'r';",
+        ])
         let old = try #require(hub.first { $0.value["name"] == ObjectState.canonical("old") }?.key)
         let record = try #require(hub.values.first { $0["name"] == ObjectState.canonical("r") })
         #expect(record["folder"] == old.uuidString, "r's folder at the hub: \(record["folder"] ?? "none"), expected old \(old)")
         #expect(hub.values.contains { $0["name"] == ObjectState.canonical("new") })
-        try group.close()
-        try Self.expectConverged(directory, stores: 2, records: 7)
     }
 
     /// The same for a many-to-many membership: a foreign writer's transaction
     /// adds a record to a label it inserts later, then takes it out again.
     /// Settled in parts, the membership must not come back at the end.
     @Test func aMembershipAddedForwardAndRemovedLaterInPartsStaysRemoved() throws {
-        let directory = try SyncFixtures.directory()
-        defer { try? FileManager.default.removeItem(at: directory) }
-        try Self.prepare(directory, [.objectTrump, .objectTrump])
-        let s1 = directory.appendingPathComponent("s1.sqlite")
-        let app = try SyncFixtures.app(s1)
-        try app.performAndWait {
-            for name in ["r", "p0", "p1", "p2", "p3", "p4", "p5"] { try app.insertNewObject(forEntityName: "Record").setValue(name, forKey: "name") }
-            try app.save()
-        }
-        let group = try Self.group(directory, [.objectTrump, .objectTrump], chunk: 2)
-        try group.runUntilIdle()
-        let parted = group.statistics.partedTransactions
         // Entities by name: Folder 1, Label 2, Record 3; the join table is Label's.
-        try SyncBadInputTests.sql(s1.path, """
-            BEGIN; UPDATE Z_PRIMARYKEY SET Z_MAX = Z_MAX + 1 WHERE Z_NAME = 'Label';             INSERT INTO Z_2RECORDS (Z_2LABELS, Z_3RECORDS) SELECT (SELECT Z_MAX FROM Z_PRIMARYKEY WHERE Z_NAME = 'Label'), Z_PK FROM ZRECORD WHERE ZNAME = 'r';             UPDATE ZRECORD SET ZA = 1, Z_OPT = Z_OPT + 1 WHERE ZNAME IN ('p0', 'p1');             INSERT INTO ZLABEL (Z_PK, Z_ENT, Z_OPT, ZNAME) SELECT Z_MAX, Z_ENT, 1, 'new' FROM Z_PRIMARYKEY WHERE Z_NAME = 'Label';             UPDATE ZRECORD SET ZA = 2, Z_OPT = Z_OPT + 1 WHERE ZNAME IN ('p2', 'p3');             DELETE FROM Z_2RECORDS;             UPDATE ZRECORD SET ZA = 3, Z_OPT = Z_OPT + 1 WHERE ZNAME IN ('p4', 'p5'); COMMIT;
-            """)
-        try group.runUntilIdle()
-        #expect(group.statistics.partedTransactions == parted + 1)
-        #expect(try group.conflicts().isEmpty)
-        let hub = try SyncFixtures.contents(directory.appendingPathComponent("state/hub.sqlite"))
+        let hub = try settleForeignTransactionInParts(folders: [], [
+            "UPDATE Z_PRIMARYKEY SET Z_MAX = Z_MAX + 1 WHERE Z_NAME = 'Label'; INSERT INTO Z_2RECORDS (Z_2LABELS, Z_3RECORDS) SELECT (SELECT Z_MAX FROM Z_PRIMARYKEY WHERE Z_NAME = 'Label'), Z_PK FROM ZRECORD WHERE ZNAME = 'r';",
+            "INSERT INTO ZLABEL (Z_PK, Z_ENT, Z_OPT, ZNAME) SELECT Z_MAX, Z_ENT, 1, 'new' FROM Z_PRIMARYKEY WHERE Z_NAME = 'Label';",
+            "DELETE FROM Z_2RECORDS;",
+        ])
         let record = try #require(hub.values.first { $0["name"] == ObjectState.canonical("r") })
         #expect(record["labels"] == "", "r's labels at the hub: \(record["labels"] ?? "none")")
         #expect(hub.values.contains { $0["name"] == ObjectState.canonical("new") && $0["entity"] == "Label" })
-        try group.close()
-        try Self.expectConverged(directory, stores: 2, records: 7)
+    }
+
+    /// A store's first push (the whole hub) committed, then the engine died
+    /// before the hub recorded it (its bookkeeping is a later hub commit), so
+    /// the next engine pushes the whole hub again. Objects deleted at the hub
+    /// in between must go from the store too: written whole, the hub's
+    /// objects alone would leave them there for good (the store's received
+    /// position moves past their deletes). Found by the SIGKILL crash test
+    /// (`scripts/sync-crash 80 84`: records deleted by their writer left in
+    /// the other stores).
+    @Test func aWholeHubPushedAgainAfterACrashDeletesWhatTheHubDeletedMeanwhile() throws {
+        let directory = try SyncFixtures.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let s1 = directory.appendingPathComponent("s1.sqlite")
+        let app = try SyncFixtures.app(s1)
+        try app.performAndWait {
+            for name in ["kept", "deleted"] { try app.insertNewObject(forEntityName: "Record").setValue(name, forKey: "name") }
+            try app.save()
+        }
+        // The first engine: both stores join (s2 empty: its first push is the
+        // whole hub), and the hub refuses to record that push; then it dies.
+        let first = try Self.group(directory, [.objectTrump, .objectTrump], chunk: 2_000)
+        let failing = try #require(first.hub as? FailingHub)
+        failing.refusing = { batch in batch.cursors.contains { $0.store == "s2" && !$0.needsFullPush } }
+        _ = try first.runRound()
+        #expect(failing.refused > 0, "the push bookkeeping was refused")
+        #expect(try SyncFixtures.contents(directory.appendingPathComponent("s2.sqlite")).count == 2)
+        #expect(try first.hub.cursor(for: "s2")?.needsFullPush == true)
+        try first.close()
+
+        try app.performAndWait {
+            let request = FetchRequest(entityName: "Record")
+            request.predicate = try FetchPredicate(format: "name == %@", argumentArray: ["deleted"])
+            for object in try app.fetch(request) { app.delete(object) }
+            try app.save()
+        }
+        let second = try Self.group(directory, [.objectTrump, .objectTrump], chunk: 2_000)
+        try second.runUntilIdle()
+        #expect(try second.hub.cursor(for: "s2")?.needsFullPush == false)
+        try second.close()
+        try Self.expectConverged(directory, stores: 2, records: 1)
     }
 
     @Test func aBacklogLargerThanAChunkSurvivesACrashBetweenPullChunks() throws {
