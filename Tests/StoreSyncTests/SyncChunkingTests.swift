@@ -379,6 +379,51 @@ import Testing
         try Self.expectConverged(directory, stores: 2, records: 1)
     }
 
+    /// Across the transactions one pull commits in one hub transaction: a
+    /// foreign writer points a record at a folder row it inserts only in a
+    /// later transaction (the reference misses and is set again before the
+    /// hub transaction commits), then points it back at a folder the hub has.
+    /// Setting the missed reference again must not undo that later change.
+    @Test func aMissedReferenceSetAgainDoesNotUndoALaterChangeOfIt() throws {
+        let directory = try SyncFixtures.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try Self.prepare(directory, [.objectTrump, .objectTrump])
+        let s1 = directory.appendingPathComponent("s1.sqlite")
+        let app = try SyncFixtures.app(s1)
+        try app.performAndWait {
+            try app.insertNewObject(forEntityName: "Folder").setValue("old", forKey: "name")
+            for name in ["r", "p"] { try app.insertNewObject(forEntityName: "Record").setValue(name, forKey: "name") }
+            try app.save()
+        }
+        let group = try Self.group(directory, [.objectTrump, .objectTrump], chunk: 2_000)
+        try group.runUntilIdle()
+        // Application saves between the foreign writer's: each of its commits is a transaction of its own.
+        func touch(_ value: Int32) throws {
+            try app.performAndWait {
+                let request = FetchRequest(entityName: "Record")
+                request.predicate = try FetchPredicate(format: "name == %@", argumentArray: ["p"])
+                try app.fetch(request).first?.setValue(value, forKey: "a")
+                try app.save()
+            }
+        }
+        try SyncBadInputTests.sql(s1.path, """
+            BEGIN; UPDATE Z_PRIMARYKEY SET Z_MAX = Z_MAX + 1 WHERE Z_NAME = 'Folder'; \
+            UPDATE ZRECORD SET ZFOLDER = (SELECT Z_MAX FROM Z_PRIMARYKEY WHERE Z_NAME = 'Folder'), Z_OPT = Z_OPT + 1 WHERE ZNAME = 'r'; COMMIT;
+            """)
+        try touch(1)
+        try SyncBadInputTests.sql(s1.path, "INSERT INTO ZFOLDER (Z_PK, Z_ENT, Z_OPT, ZNAME) SELECT Z_MAX, Z_ENT, 1, 'new' FROM Z_PRIMARYKEY WHERE Z_NAME = 'Folder'")
+        try touch(2)
+        try SyncBadInputTests.sql(s1.path, "UPDATE ZRECORD SET ZFOLDER = (SELECT Z_PK FROM ZFOLDER WHERE ZNAME = 'old'), Z_OPT = Z_OPT + 1 WHERE ZNAME = 'r'")
+        try group.runUntilIdle()
+        #expect(try group.conflicts().isEmpty)
+        let hub = try SyncFixtures.contents(directory.appendingPathComponent("state/hub.sqlite"))
+        let old = try #require(hub.first { $0.value["name"] == ObjectState.canonical("old") }?.key)
+        let record = try #require(hub.values.first { $0["name"] == ObjectState.canonical("r") })
+        #expect(record["folder"] == old.uuidString, "r's folder at the hub: \(record["folder"] ?? "none"), expected old \(old)")
+        try group.close()
+        try Self.expectConverged(directory, stores: 2, records: 2)
+    }
+
     @Test func aBacklogLargerThanAChunkSurvivesACrashBetweenPullChunks() throws {
         let directory = try SyncFixtures.directory()
         try Self.prepare(directory, [.storeTrump, .objectTrump, .error])

@@ -268,8 +268,8 @@ public final class EmbeddedHub: SyncHub {
     /// True while `transaction { }` runs: commits join its SQLite transaction.
     private var inTransaction = false
     /// What commits inside the open transaction could not point to yet (an
-    /// object a later part brings): written again before it commits.
-    private var deferredReferences: [(UUID, [String: SyncValue])] = []
+    /// object a later part brings), by object: written again before it commits.
+    private var deferredReferences: [UUID: [String: SyncValue]] = [:]
 
     /// Runs `body` in one SQLite transaction of the hub (`BEGIN IMMEDIATE`):
     /// every commit in it is one part of a single hub transaction, kept or
@@ -288,10 +288,10 @@ public final class EmbeddedHub: SyncHub {
     public func transaction<T>(_ body: () throws -> T) throws -> T {
         guard !inTransaction, let sqlite = store as? SQLiteStore else { return try body() }
         inTransaction = true
-        deferredReferences = []
+        deferredReferences = [:]
         defer {
             inTransaction = false
-            deferredReferences = []
+            deferredReferences = [:]
         }
         do {
             return try sqlite.performInTransaction {
@@ -310,15 +310,13 @@ public final class EmbeddedHub: SyncHub {
     }
 
     /// Sets again the references parts of the open transaction missed. Only
-    /// relationships are written: an attribute a later part changed again
-    /// must keep that part's value. What still misses (the object is gone
-    /// from the hub) stays unset, as in a single save.
+    /// relationships are kept (`deferReferences`): an attribute a later part
+    /// changed again must keep that part's value. What still misses (the
+    /// object is gone from the hub) stays unset, as in a single save.
     private func writeDeferredReferences() throws {
-        let references = deferredReferences.compactMap { gid, values -> Operation? in
-            let kept = values.filter { if case .attribute = $0.value { return false } else { return true } }
-            return kept.isEmpty ? nil : .update(gid, kept)
-        }
-        deferredReferences = []
+        // In identifier order: the same hub history for the same pull, run after run.
+        let references = deferredReferences.sorted { $0.key.uuidString < $1.key.uuidString }.map { Operation.update($0.key, $0.value) }
+        deferredReferences = [:]
         guard !references.isEmpty else { return }
         let origin = lastOrigin
         var start = 0
@@ -327,6 +325,44 @@ public final class EmbeddedHub: SyncHub {
             start += partSize
         }
     }
+
+    /// Records a commit made inside the open transaction: what it writes
+    /// supersedes the references deferred earlier for the same objects (set
+    /// again at the end, an older value would undo it), then what it missed
+    /// is deferred in turn.
+    private func deferReferences(after batch: HubBatch, missed: [(UUID, [String: SyncValue])]) {
+        guard inTransaction else { return }
+        for gid in batch.deletes { deferredReferences[gid] = nil }
+        for (gid, values) in batch.inserts.map({ ($0.0, $0.1.values) }) + batch.updates {
+            guard var deferred = deferredReferences[gid] else { continue }
+            for (name, later) in values { deferred[name] = deferred[name].flatMap { Self.reference($0, leftBy: later) } }
+            deferredReferences[gid] = deferred.isEmpty ? nil : deferred
+        }
+        for (gid, values) in missed {
+            let references = values.filter { if case .attribute = $0.value { return false } else { return true } }
+            guard !references.isEmpty else { continue }
+            deferredReferences[gid, default: [:]].merge(references) { earlier, later in Self.reference(earlier, leftBy: later).map { Self.joined($0, later) } ?? later }
+        }
+    }
+
+    /// What of a deferred reference a later write of the same relationship
+    /// leaves to set again: nothing, but the members a later member change
+    /// did not touch.
+    private static func reference(_ deferred: SyncValue, leftBy later: SyncValue) -> SyncValue? {
+        guard case .memberChange(let added, let removed, let positions) = deferred,
+              case .memberChange(let laterAdded, let laterRemoved, _) = later else { return nil }
+        let touched = Set(laterAdded + laterRemoved)
+        let left = (added.filter { !touched.contains($0) }, removed.filter { !touched.contains($0) })
+        guard !left.0.isEmpty || !left.1.isEmpty else { return nil }
+        return .memberChange(added: left.0, removed: left.1, positions: positions.filter { !touched.contains($0.key) })
+    }
+
+    /// Two member changes of one relationship (touching different members) as one.
+    private static func joined(_ earlier: SyncValue, _ later: SyncValue) -> SyncValue {
+        guard case .memberChange(let a1, let r1, let p1) = earlier, case .memberChange(let a2, let r2, let p2) = later else { return later }
+        return .memberChange(added: a1 + a2, removed: r1 + r2, positions: p1.merging(p2) { $1 })
+    }
+
     /// The origin of the last commit (the pull whose references are written again).
     private var lastOrigin: String?
 
@@ -354,7 +390,7 @@ public final class EmbeddedHub: SyncHub {
         lastOrigin = batch.origin
         guard operations.count > partSize, let sqlite = store as? SQLiteStore else {
             let saved = try save(operations, bookkeeping: batch, origin: batch.origin)
-            if inTransaction { deferredReferences += saved.missed }
+            deferReferences(after: batch, missed: saved.missed)
             return saved.position
         }
         return try sqlite.performInTransaction {
@@ -376,7 +412,7 @@ public final class EmbeddedHub: SyncHub {
             }
             let last = try save(Array(again[start...]), bookkeeping: batch, origin: batch.origin)
             // Still missing: a later part of the open transaction may bring it.
-            if inTransaction { deferredReferences += last.missed }
+            deferReferences(after: batch, missed: last.missed)
             return last.position
         }
     }
