@@ -168,8 +168,21 @@ final class GraphAccess {
                 if !names.isEmpty { try context.prefetch(names, for: group) }
             }
         }
-        try learnGlobalIdentifiers(of: try relatedObjects(of: objects))
+        _ = try relatedObjects(of: objects)
         return try objects.map(state(of:))
+    }
+
+    /// The global identifiers of every object of these root entities, from
+    /// object IDs alone (no row is read into an object).
+    func globalIdentifiersOfAllObjects(of entities: [EntityDescription]) throws -> [UUID] {
+        var ids: [ManagedObjectID] = []
+        for entity in entities {
+            let request = FetchRequest(entityName: entity.name)
+            request.resultType = .managedObjectID
+            ids += try context.execute(request).compactMap { $0 as? ManagedObjectID }
+        }
+        let gids = try context.persistentStoreCoordinator.globalIdentifiers(for: ids)
+        return ids.compactMap { gids[$0] }
     }
 
     /// Every destination and member of the objects' stored relationships,

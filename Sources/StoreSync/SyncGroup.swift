@@ -1019,7 +1019,10 @@ public final class SyncGroup {
             let kept = Set(all)
             for run in writing where run.writing {
                 do {
-                    let gone = try storeObjects(run.member).filter { !kept.contains($0) && !run.held.contains($0) }
+                    let member = run.member
+                    let roots = configuration.model.entities.filter { $0.superentity == nil }
+                    let gone = try member.context.performAndWait { try member.access.globalIdentifiersOfAllObjects(of: roots) }
+                        .filter { !kept.contains($0) && !run.held.contains($0) }
                     var start = 0
                     while start < gone.count {
                         try writePage(run, Array(gone[start..<min(start + chunkChanges, gone.count)]), [:])
@@ -1029,20 +1032,6 @@ public final class SyncGroup {
                     run.failure = error
                 }
             }
-        }
-    }
-
-    /// The global identifiers of every object in a store.
-    private func storeObjects(_ member: Member) throws -> [UUID] {
-        try member.context.performAndWait {
-            var ids: [ManagedObjectID] = []
-            for entity in configuration.model.entities where entity.superentity == nil {
-                let request = FetchRequest(entityName: entity.name)
-                request.resultType = .managedObjectID
-                ids += try member.context.execute(request).compactMap { $0 as? ManagedObjectID }
-            }
-            let gids = try member.coordinator.globalIdentifiers(for: ids)
-            return ids.compactMap { gids[$0] }
         }
     }
 
@@ -1284,9 +1273,9 @@ public final class SyncGroup {
             let storePosition = try member.coordinator.currentPersistentHistoryToken(fromStores: [member.store])?.position ?? 0
             var lag = 0.0
             // After the cursor, up to `checkedThrough` only the engine's pushes lie.
-            if let cursor, storePosition > max(cursor.pulledThrough, member.checkedThrough) {
+            if let cursor, case let seen = max(cursor.pulledThrough, member.checkedThrough), storePosition > seen {
                 // The oldest application transaction not pulled: its fields only, nothing decoded.
-                let oldest = PersistentHistoryChangeRequest.fetchHistory(after: member.token(max(cursor.pulledThrough, member.checkedThrough)))
+                let oldest = PersistentHistoryChangeRequest.fetchHistory(after: member.token(seen))
                 oldest.resultType = .transactionsOnly
                 oldest.transactionPredicate = try FetchPredicate(format: "author == nil OR author != %@", argumentArray: [Self.author])
                 oldest.fetchLimit = 1

@@ -100,12 +100,8 @@ public final class EmbeddedHub: SyncHub {
 
     public func allObjects() throws -> [UUID] {
         try context.performAndWait {
-            var ids: [ManagedObjectID] = []
-            for entity in coordinator.managedObjectModel.entities where entity.superentity == nil && !Self.bookkeeping.contains(entity.name) {
-                ids += try context.fetch(FetchRequest(entityName: entity.name)).map(\.objectID)
-            }
-            let gids = try coordinator.globalIdentifiers(for: ids)
-            return ids.compactMap { gids[$0] }
+            let roots = coordinator.managedObjectModel.entities.filter { $0.superentity == nil && !Self.bookkeeping.contains($0.name) }
+            return try access.globalIdentifiersOfAllObjects(of: roots)
         }
     }
 

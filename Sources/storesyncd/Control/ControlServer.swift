@@ -104,14 +104,14 @@ final class ControlServer {
         }
     }
 
-    /// Sends a daemon event (`round`, `state`, `reload`, `stopping`) to
-    /// every subscription that wants it.
     /// Whether any connection subscribed to `event` of `group`: what a
     /// publisher asks before building an event nobody reads.
     func wants(_ event: String, group: String?) -> Bool {
         connections.values.contains { $0.subscriptions.contains { $0.wants(event, group: group) } }
     }
 
+    /// Sends a daemon event (`round`, `state`, `reload`, `stopping`) to
+    /// every subscription that wants it.
     func publish(_ event: String, group: String?, _ fields: [String: JSONValue]) {
         guard wants(event, group: group) else { return }
         var fields = fields
