@@ -397,11 +397,16 @@ public final class SyncGroup {
                 logThrough = from
                 logRefreshed = true
             }
-            func settleAll(_ changes: [PersistentHistoryChange], base: Int64) throws {
+            /// `presentHere`: objects this store transaction inserted in earlier
+            /// parts (written to the hub, or waiting for the last part), settled
+            /// as objects the hub has.
+            func settleAll(_ changes: [StoreChange], base: Int64, presentHere: Set<UUID> = []) throws {
                 let states = try hub.states(of: changes.map(\.globalIdentifier))
                 for change in changes {
-                    let log = (hubLog![change.globalIdentifier] ?? []).filter { $0.position > base && $0.origin != member.name }
-                    try settle(change, from: member, base: base, hubState: states[change.globalIdentifier], hubChanges: log, into: &batch)
+                    let gid = change.globalIdentifier
+                    let log = (hubLog![gid] ?? []).filter { $0.position > base && $0.origin != member.name }
+                    let state = states[gid] ?? (presentHere.contains(gid) ? ObjectState(entityName: change.entity.name, values: [:]) : nil)
+                    try settle(change, from: member, base: base, hubState: state, hubChanges: log, into: &batch)
                 }
                 // A conflict holds the object: the store's later changes to it wait for the resolution.
                 for conflict in batch.newConflicts { held!.insert(conflict.globalIdentifier) }
@@ -426,7 +431,7 @@ public final class SyncGroup {
                 // and what waits for the last part (see holdBackForwardReferences).
                 var inserted = Set<UUID>()
                 var waiting = HubBatch(origin: member.name)
-                while from < transaction.token.position {
+                func readPart(after from: Int64) throws -> PersistentHistoryTransaction {
                     let request = PersistentHistoryChangeRequest.fetchHistory(after: member.token(from))
                     request.fetchLimit = 1
                     // Never past the scanned end: a foreign writer's run there may have grown since.
@@ -437,9 +442,44 @@ public final class SyncGroup {
                           part.token.position <= transaction.token.position else {
                         throw CoreDataError(.persistentStoreOperation, "the history of store \(member.name) changed while it was read (after position \(from))")
                     }
+                    return part
+                }
+                // First pass: where each object's changes end (identifiers
+                // only), so each object's changes are settled once, folded, as
+                // reading the transaction whole would give them.
+                var plan = PartedTransactionPlan()
+                while from < transaction.token.position {
+                    let part = try readPart(after: from)
+                    plan.note(part.changes.map(StoreChange.init))
                     from = part.token.position
+                }
+                from = start
+                // Changes read in a part before the one they are settled in, folded.
+                var folding: [UUID: StoreChange] = [:]
+                while from < transaction.token.position {
+                    let part = try readPart(after: from)
+                    from = part.token.position
+                    var ready: [StoreChange] = []
+                    for change in part.changes where !held!.contains(change.globalIdentifier) {
+                        var folded: StoreChange? = StoreChange(change)
+                        if let earlier = folding.removeValue(forKey: change.globalIdentifier) { folded = earlier.folding(folded!) }
+                        guard let folded else { continue }
+                        if plan.settlingPart(of: folded.globalIdentifier, reading: parts) > parts {
+                            folding[folded.globalIdentifier] = folded
+                        } else {
+                            ready.append(folded)
+                        }
+                    }
                     parts += 1
-                    try settleAll(part.changes.filter { !held!.contains($0.globalIdentifier) }, base: base)
+                    // The history cannot change under the pull (the part numbers
+                    // of both passes are the same); whatever still waits to be
+                    // folded is settled with the last part all the same.
+                    if from >= transaction.token.position {
+                        ready += folding.values.filter { !held!.contains($0.globalIdentifier) }
+                        folding = [:]
+                    }
+                    let presentHere = inserted.union(waiting.inserts.map(\.0))
+                    try settleAll(ready, base: base, presentHere: presentHere)
                     statistics.largestPullBatch = max(statistics.largestPullBatch, batch.inserts.count + batch.updates.count + batch.deletes.count)
                     guard from < transaction.token.position else { break }
                     // Not the last part: no cursor, and nothing of it is kept in memory
@@ -478,7 +518,7 @@ public final class SyncGroup {
                     try settleInParts(transaction, after: start)
                 } else {
                     applicationSeen = true
-                    let changes = transaction.changes.filter { !held!.contains($0.globalIdentifier) }
+                    let changes = transaction.changes.filter { !held!.contains($0.globalIdentifier) }.map(StoreChange.init)
                     let gids = changes.map(\.globalIdentifier)
                     // Transactions of one hub batch must touch different objects:
                     // each is then settled against the hub as it was before the
@@ -617,15 +657,13 @@ public final class SyncGroup {
     }
 
     /// Decides one store change against the hub (the policy table in docs/SYNC.md).
-    private func settle(_ change: PersistentHistoryChange, from member: Member, base: Int64, hubState: ObjectState?,
+    private func settle(_ change: StoreChange, from member: Member, base: Int64, hubState: ObjectState?,
                         hubChanges: [HubChange], into batch: inout HubBatch) throws {
         let gid = change.globalIdentifier
         let policy = member.configuration.policy
         var hubChanged: [String: Any?] = [:]
         for entry in hubChanges.reversed() { for (name, old) in entry.changedProperties { hubChanged[name] = old } }
-        let storeChanged = Set(change.values.keys.filter { name in
-            !((change.entity.propertiesByName[name] as? RelationshipDescription)?.isToMany ?? false)
-        })
+        let storeChanged = change.settableProperties
 
         func conflict(_ kind: SyncConflict.Kind, incoming: [String: String]) throws {
             let hubValues = hubState.map { Self.describe($0.values) } ?? [:]
@@ -639,9 +677,9 @@ public final class SyncGroup {
         switch change.changeType {
         case .insert:
             if hubState == nil {
-                batch.inserts.append((gid, ObjectState(entityName: change.entity.name, values: change.syncValues)))
+                batch.inserts.append((gid, ObjectState(entityName: change.entity.name, values: change.values)))
             } else {
-                batch.updates.append((gid, change.syncValues))
+                batch.updates.append((gid, change.values))
             }
         case .update:
             guard hubState != nil else {
@@ -653,33 +691,33 @@ public final class SyncGroup {
                         if let object = try member.context.performAndWait({ try member.access.object(gid).map(member.access.state) }) {
                             batch.inserts.append((gid, object))
                         }
-                    case .error: try conflict(.updateVersusDelete, incoming: Self.describe(change.syncValues))
+                    case .error: try conflict(.updateVersusDelete, incoming: Self.describe(change.values))
                     }
                 }
                 return
             }
             let conflicting = storeChanged.intersection(hubChanged.keys)
             if conflicting.isEmpty {
-                batch.updates.append((gid, change.syncValues))
+                batch.updates.append((gid, change.values))
                 return
             }
             switch policy {
             case .storeTrump:
-                batch.updates.append((gid, change.syncValues.filter { !conflicting.contains($0.key) }))
+                batch.updates.append((gid, change.values.filter { !conflicting.contains($0.key) }))
                 batch.pendingAdded.append((member.name, gid))
             case .objectTrump:
-                batch.updates.append((gid, change.syncValues))
+                batch.updates.append((gid, change.values))
             case .overwrite:
                 // The store's object whole: its current values, every property.
                 if let object = try member.context.performAndWait({ try member.access.object(gid).map(member.access.state) }) {
                     batch.updates.append((gid, object.values))
                 } else {
-                    batch.updates.append((gid, change.syncValues))
+                    batch.updates.append((gid, change.values))
                 }
             case .rollback:
                 batch.pendingAdded.append((member.name, gid))
             case .error:
-                try conflict(.update, incoming: Self.describe(change.syncValues))
+                try conflict(.update, incoming: Self.describe(change.values))
             }
         case .delete:
             guard hubState != nil else { return }
