@@ -104,7 +104,8 @@ let package = Package(
         // that counts lost, duplicated and echoed changes (docs/WORKLOAD.md).
         .target(
             name: "SyncWorkload",
-            dependencies: ["ObjectGraph", "StoreSync"],
+            // CSQLite: the raw SQL writer writes Core Data's layout as a program that is not ObjectGraph would.
+            dependencies: ["ObjectGraph", "StoreSync", "CSQLite"],
             swiftSettings: swift5
         ),
         .executableTarget(

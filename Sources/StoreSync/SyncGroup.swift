@@ -812,6 +812,10 @@ public final class SyncGroup {
         /// Objects whose destination or member was not in the store yet (it
         /// comes in a later save): written again at the end.
         var again: [UUID] = []
+        /// Objects left out of a page because a to-one destination was
+        /// neither in the store nor written by that page, with those
+        /// destinations: written once, at the end, after them.
+        var postponed: [UUID: [UUID]] = [:]
         var writing: Bool { !skipped && failure == nil }
 
         init(member: Member, store: SQLiteStore, cursor: SyncCursor, hubPosition: Int64, pushed: Int64, pending: Set<UUID>,
@@ -1074,7 +1078,12 @@ public final class SyncGroup {
     }
 
     /// One save of a push: the hub states (or deletions) of `objects`.
-    private func writePage(_ run: PushRun, _ objects: [UUID], _ states: [UUID: ObjectState]) throws {
+    /// With `postponing`, an object whose to-one destination is neither in
+    /// the store nor written by this save waits for the end of the push
+    /// (`finishPush`), where it is written once after its destination:
+    /// written now, it would be written again once the destination came, two
+    /// engine writes for one hub change (`ReferenceOrder`).
+    private func writePage(_ run: PushRun, _ objects: [UUID], _ states: [UUID: ObjectState], postponing: Bool = true) throws {
         guard !objects.isEmpty else { return }
         let member = run.member
         run.wroteObjects = true
@@ -1083,8 +1092,18 @@ public final class SyncGroup {
             defer { member.access.reset() }
             member.context.name = "push:\(run.hubPosition)"
             try member.access.load(objects + objects.compactMap { states[$0] }.flatMap { ObjectState.references($0.values) })
+            var objects = objects, states = states
+            try writeRelatedObjectsOfDeletes(member, &objects, &states, excluded: run.held)
             // In identifier-text order; each text made once, not per comparison.
-            let ordered = objects.map { ($0.uuidString, $0) }.sorted { $0.0 < $1.0 }.map(\.1)
+            var ordered = objects.map { ($0.uuidString, $0) }.sorted { $0.0 < $1.0 }.map(\.1)
+            if postponing {
+                let waiting = try forwardReferences(ordered, states, member.access)
+                if !waiting.isEmpty {
+                    run.postponed.merge(waiting) { $1 }
+                    run.again += ordered.filter { waiting[$0] != nil }
+                    ordered.removeAll { waiting[$0] != nil }
+                }
+            }
             for gid in ordered where states[gid] == nil {
                 if let object = try member.access.object(gid) { member.context.delete(object) }
             }
@@ -1101,6 +1120,60 @@ public final class SyncGroup {
             }
             try member.context.save()
         }
+    }
+
+    /// The objects of a page with a to-one destination that is neither in
+    /// the store nor written by the page (nor itself waiting), with their
+    /// destinations.
+    private func forwardReferences(_ objects: [UUID], _ states: [UUID: ObjectState], _ access: GraphAccess) throws -> [UUID: [UUID]] {
+        let written = Set(objects.filter { states[$0] != nil })
+        var waiting: [UUID: [UUID]] = [:]
+        var changed = true
+        while changed {
+            changed = false
+            for gid in objects where waiting[gid] == nil {
+                guard let state = states[gid] else { continue }
+                let destinations = ReferenceOrder.toOneDestinations(state.values)
+                for destination in destinations where written.contains(destination) ? waiting[destination] != nil : try access.object(destination) == nil {
+                    waiting[gid] = destinations
+                    changed = true
+                    break
+                }
+            }
+        }
+        return waiting
+    }
+
+    /// Objects this page deletes have delete rules: deleting them would
+    /// change the store's objects related to them (a nulled to-one, a
+    /// membership dropped), an engine write of those that the hub's history
+    /// may bring only in a later page, where the object is written again:
+    /// two writes for its one hub change. Those related objects (not held)
+    /// are written in this page instead, with their hub state (which the
+    /// later page then writes again unchanged: no row changes), or deleted
+    /// here when the hub deleted them too. The push comes to that anyway:
+    /// it runs only when the hub has every change of the store, so the hub's
+    /// states are what the store must end with.
+    private func writeRelatedObjectsOfDeletes(_ member: Member, _ objects: inout [UUID], _ states: inout [UUID: ObjectState],
+                                              excluded: Set<UUID>) throws {
+        var deleted: [ManagedObject] = []
+        for gid in objects where states[gid] == nil {
+            if let object = try member.access.object(gid) { deleted.append(object) }
+        }
+        guard !deleted.isEmpty else { return }
+        let inPage = Set(objects)
+        var related: [UUID] = []
+        for object in try member.access.relatedObjects(of: deleted) where !object.isDeleted {
+            guard let id = try member.access.globalIdentifier(of: object), !inPage.contains(id), !excluded.contains(id) else { continue }
+            related.append(id)
+        }
+        guard !related.isEmpty else { return }
+        let hubStates = try hubStates(Array(Set(related)))
+        for id in Set(related) {
+            objects.append(id)
+            states[id] = hubStates[id]
+        }
+        try member.access.load(hubStates.values.flatMap { ObjectState.references($0.values) })
     }
 
     /// A membership written whole (`.members`) leaves out the members the
@@ -1148,12 +1221,14 @@ public final class SyncGroup {
     /// no row changed) in the store's metadata.
     private func finishPush(_ run: PushRun) throws {
         let member = run.member
-        let missed = run.again
+        var seen = Set<UUID>()
+        let missed = ReferenceOrder.destinationsFirst(run.again.filter { seen.insert($0).inserted }, dependencies: run.postponed)
         run.again = []
+        run.postponed = [:]
         var start = 0
         while start < missed.count {
             let page = Array(missed[start..<min(start + chunkChanges, missed.count)])
-            try writePage(run, page, try hubStates(page))
+            try writePage(run, page, try hubStates(page), postponing: false)
             start += chunkChanges
         }
         let after = try member.coordinator.currentPersistentHistoryToken(fromStores: [member.store])?.position ?? 0

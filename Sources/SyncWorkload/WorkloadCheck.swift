@@ -91,12 +91,17 @@ public enum WorkloadCheck {
     /// Reads every log, then each store and (with `hubDirectory`) the hub.
     /// With `includeHistory` false only contents are compared (lost,
     /// extra, duplicated, stale): cheap enough to poll while a daemon runs.
+    /// With `onlyWritersObjects` the places may hold other objects too
+    /// (made by applications that log nothing): only objects named as the
+    /// logs' writers name theirs (`<writer>-…`) are compared.
     public static func run(model: ManagedObjectModel, stores: [(name: String, url: URL)], hubDirectory: URL?, logs: [URL],
-                           includeHistory: Bool = true) throws -> Report {
-        guard let hubDirectory else { return try run(model: model, stores: stores, hub: nil, logs: logs, includeHistory: includeHistory) }
+                           includeHistory: Bool = true, onlyWritersObjects: Bool = false) throws -> Report {
+        guard let hubDirectory else {
+            return try run(model: model, stores: stores, hub: nil, logs: logs, includeHistory: includeHistory, onlyWritersObjects: onlyWritersObjects)
+        }
         let hub = try EmbeddedHub(model: model, directory: hubDirectory)
         defer { try? hub.close() }
-        return try run(model: model, stores: stores, hub: hub, logs: logs, includeHistory: includeHistory)
+        return try run(model: model, stores: stores, hub: hub, logs: logs, includeHistory: includeHistory, onlyWritersObjects: onlyWritersObjects)
     }
 
     /// The same over any hub, e.g. a PostgreSQL hub several hosts share.
@@ -104,12 +109,16 @@ public enum WorkloadCheck {
     /// "host/store": origins are compared by their store part, so the
     /// stores of all hosts need distinct names (as their writers do).
     public static func run(model: ManagedObjectModel, stores: [(name: String, url: URL)], hub: SyncHub?, logs: [URL],
-                           includeHistory: Bool = true) throws -> Report {
+                           includeHistory: Bool = true, onlyWritersObjects: Bool = false) throws -> Report {
         var report = Report()
         var expected = Expected()
         var byWriter: [String: [WriterSave]] = [:]
         for log in logs { for save in try WriterLogFile.read(log) { byWriter[save.writer, default: []].append(save) } }
         report.writers = byWriter.count
+        let prefixes = byWriter.keys.map { "\($0)-" }
+        func inScope(_ name: String?) -> Bool {
+            !onlyWritersObjects || name.map { name in prefixes.contains { name.hasPrefix($0) } } ?? false
+        }
         for (_, saves) in byWriter {
             let state = WriterState(replaying: saves.sorted { $0.save < $1.save })
             report.saves += state.saves
@@ -132,6 +141,7 @@ public enum WorkloadCheck {
                 if case .attribute(let value)? = state.values["name"] { observed.name = value as? String }
                 if case .attribute(let value)? = state.values["a"] { observed.a = integer(value) }
                 if case .toOne(let folder)? = state.values["folder"] { observed.folder = folder }
+                guard inScope(observed.name) else { continue }
                 objects[gid] = observed
             }
             var rows: [String: Int] = [:]
@@ -165,7 +175,9 @@ public enum WorkloadCheck {
         }
 
         for (name, url) in stores {
-            let (objects, rows, history) = try read(url, model: model, includeHistory: includeHistory)
+            var (objects, rows, history) = try read(url, model: model, includeHistory: includeHistory)
+            objects = objects.filter { inScope($0.value.name) }
+            rows = rows.filter { inScope($0.key) }
             var place = compare(name, objects: objects, rows: rows, expected: expected)
             if includeHistory {
                 var delivered: [UUID: Int] = [:]

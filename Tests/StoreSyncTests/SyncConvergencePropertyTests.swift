@@ -1,5 +1,6 @@
 import Foundation
 import ObjectGraph
+import SyncWorkload
 import Testing
 @testable import StoreSync
 
@@ -25,6 +26,18 @@ struct SyncRandom: RandomNumberGenerator {
 /// `STORESYNC_SEED_BASE`; `scripts/sync-property N` runs any number. The
 /// same runs over a PostgreSQL hub (`HubKind`) take the first
 /// `STORESYNC_POSTGRESQL_SEEDS` (default 20) of those seeds.
+///
+/// Two more modes take the first `STORESYNC_PARTS_SEEDS` (default 30) and
+/// `STORESYNC_RAW_SEEDS` (default 30) seeds (issue 27): the same runs with
+/// chunks of 2 and 7 row changes, so nearly every store transaction is
+/// settled in parts; and runs where raw SQL writers (`RawSQLWriter`, not
+/// ObjectGraph) also commit transactions of up to three chunks (forward
+/// to-one references, updates, moves, clears and deletes of objects made
+/// earlier in the same transaction, folders cleared then deleted) and runs
+/// of small commits history cannot tell apart, checked besides by the
+/// workload checker against their logs. In every mode every value the hub
+/// ends with is one some writer committed for that object and property
+/// (`CommittedValues`): nothing settled in parts is invented.
 @Suite struct SyncConvergencePropertyTests {
     static let seeds: [UInt64] = {
         let environment = ProcessInfo.processInfo.environment
@@ -38,6 +51,21 @@ struct SyncRandom: RandomNumberGenerator {
         return Array(seeds.prefix(count))
     }()
 
+    static func firstSeeds(_ variable: String, default count: Int) -> [UInt64] {
+        let environment = ProcessInfo.processInfo.environment
+        let count = environment[variable].flatMap(Int.init) ?? count
+        let base = environment["STORESYNC_SEED_BASE"].flatMap { UInt64($0, radix: 16) } ?? 0xC0_0000
+        return (0..<UInt64(count)).map { base + $0 }
+    }
+    static let partsSeeds = firstSeeds("STORESYNC_PARTS_SEEDS", default: 30)
+    static let rawSeeds = firstSeeds("STORESYNC_RAW_SEEDS", default: 30)
+
+    /// Objects of the raw SQL writers (named `x<n>-…`): the applications'
+    /// random edits leave them alone, so the logs say what they must be.
+    static func isRawWritersObject(_ object: ManagedObject) -> Bool {
+        ((try? object.value(forKey: "name")) as? String)?.hasPrefix("x") ?? false
+    }
+
     /// One batch of random edits by an application, saved; a save that
     /// meets the engine's concurrent write fails and is dropped, as an
     /// application would retry.
@@ -47,7 +75,8 @@ struct SyncRandom: RandomNumberGenerator {
             do {
                 var all: [String: [ManagedObject]] = [:]
                 for name in ["Record", "Folder", "Label"] {
-                    all[name] = try app.fetch(FetchRequest(entityName: name)).sorted { ($0.objectID.primaryKey ?? 0) < ($1.objectID.primaryKey ?? 0) }
+                    all[name] = try app.fetch(FetchRequest(entityName: name)).filter { !isRawWritersObject($0) }
+                        .sorted { ($0.objectID.primaryKey ?? 0) < ($1.objectID.primaryKey ?? 0) }
                 }
                 var gone = Set<ObjectIdentifier>()
                 func any(_ name: String) -> ManagedObject? {
@@ -94,19 +123,37 @@ struct SyncRandom: RandomNumberGenerator {
         }
     }
 
-    static func run(seed: UInt64, childWriter: Bool, hub kind: HubKind = .embedded) async throws {
+    /// - Parameters:
+    ///   - chunk: the engine's chunk (row changes), nil for its default.
+    ///   - rawWriters: raw SQL writers committing transactions of up to three chunks.
+    static func run(seed: UInt64, childWriter: Bool, hub kind: HubKind = .embedded, chunk: Int? = nil, rawWriters: Bool = false) async throws {
         var rng = SyncRandom(seed: seed)
         let directory = try SyncFixtures.directory()
         let count = Int.random(in: 3...5, using: &rng)
         let policies = (0..<count).map { _ in SyncPolicy.allCases[Int.random(in: 0..<SyncPolicy.allCases.count, using: &rng)] }
         let group = try SyncFixtures.group(policies, hub: kind, in: directory)
+        if let chunk { group.chunkChanges = chunk }
         let urls = (1...count).map { directory.appendingPathComponent("s\($0).sqlite") }
         let apps = try urls.map { try SyncFixtures.app($0) }
-        let context = "seed \(String(seed, radix: 16)), \(kind.rawValue) hub, policies \(policies.map(\.rawValue))"
+        var context = "seed \(String(seed, radix: 16)), \(kind.rawValue) hub, policies \(policies.map(\.rawValue))"
+        if let chunk { context += ", chunk \(chunk)" }
+        var raw: [RawSQLWriter] = []
+        if rawWriters {
+            for n in 1...Int.random(in: 1...2, using: &rng) {
+                let store = Int.random(in: 0..<count, using: &rng)
+                raw.append(try RawSQLWriter(name: "x\(n)", storeName: "s\(store + 1)", store: urls[store],
+                                            log: directory.appendingPathComponent("x\(n).log")))
+            }
+            context += ", raw SQL writers on \(raw.map(\.storeName))"
+        }
+        var rawRNG = WorkloadRandom(seed: rng.next())
 
         for step in 0..<Int.random(in: 8...16, using: &rng) {
             for (i, app) in apps.enumerated() where Int.random(in: 0..<3, using: &rng) > 0 || i == step % count {
                 edit(app, &rng)
+            }
+            for writer in raw where Bool.random(using: &rng) {
+                if Int.random(in: 0..<3, using: &rng) == 0 { writer.burst(&rawRNG) } else { writer.step(maxChanges: 3 * group.chunkChanges, &rawRNG) }
             }
             if childWriter && step == 3 {
                 let path = urls[0].path, childSeed = rng.next()
@@ -136,6 +183,15 @@ struct SyncRandom: RandomNumberGenerator {
         try group.runUntilIdle()
         #expect(try group.conflicts().isEmpty, "\(context)")
         for status in try group.status() { #expect(status.lastError == nil, "\(context): \(status.name): \(status.lastError ?? "")") }
+        for invented in try CommittedValues.inventedValues(hub: group.hub, stores: urls) { Issue.record("\(context): \(invented)") }
+        for writer in raw where writer.failedSaves > 0 { print("\(context): raw writer \(writer.name): \(writer.failedSaves) failed (\(writer.lastError ?? ""))") }
+        if !raw.isEmpty {
+            let report = try WorkloadCheck.run(model: SyncFixtures.model(), stores: urls.enumerated().map { ("s\($0.offset + 1)", $0.element) },
+                                               hub: group.hub, logs: raw.map { directory.appendingPathComponent("\($0.name).log") },
+                                               onlyWritersObjects: true)
+            #expect(report.saves > 0, "\(context): the raw writers committed nothing")
+            #expect(report.isClean, "\(context): \(report.summary)\n\(report.json)")
+        }
         guard kind == .embedded else {
             // The verifier reads the embedded hub's file; any other hub is compared through SyncHub.
             let compared = try SyncFixtures.differences(hub: group.hub, stores: urls)
@@ -158,6 +214,19 @@ struct SyncRandom: RandomNumberGenerator {
     @Test(arguments: seeds)
     func storesConvergeAfterWritersStop(seed: UInt64) async throws {
         try await Self.run(seed: seed, childWriter: seed % 20 == 0)
+    }
+
+    /// Chunks of 2 and 7 row changes: nearly every store transaction is settled in parts.
+    @Test(arguments: partsSeeds, [2, 7])
+    func storesConvergeWithEveryTransactionInParts(seed: UInt64, chunk: Int) async throws {
+        try await Self.run(seed: seed, childWriter: false, chunk: chunk)
+    }
+
+    /// Raw SQL writers' transactions of up to three chunks (of 20 row
+    /// changes), and runs of their small commits, among the applications'.
+    @Test(arguments: rawSeeds)
+    func storesConvergeWithRawSQLWritersLargeTransactions(seed: UInt64) async throws {
+        try await Self.run(seed: seed, childWriter: false, chunk: 20, rawWriters: true)
     }
 
     @Test(.enabled(if: HubKind.available.contains(.postgreSQL)), arguments: postgreSQLSeeds)

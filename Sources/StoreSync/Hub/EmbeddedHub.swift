@@ -384,6 +384,22 @@ public final class EmbeddedHub: SyncHub {
         var operations = batch.inserts.map { Operation.insert($0.0, $0.1) } + batch.updates.map { Operation.update($0.0, $0.1) }
         operations += batch.deletes.map { Operation.delete($0) }
         lastOrigin = batch.origin
+        if operations.count > partSize {
+            // Written in several saves: inserts after the inserts their to-ones
+            // point at, so none is written again for a destination a later save
+            // brings (two hub changes for the store's one, `ReferenceOrder`).
+            var dependencies: [UUID: [UUID]] = [:]
+            for (gid, state) in batch.inserts {
+                let destinations = ReferenceOrder.toOneDestinations(state.values)
+                if !destinations.isEmpty { dependencies[gid] = destinations }
+            }
+            let byObject = Dictionary(batch.inserts.map { ($0.0, $0.1) }, uniquingKeysWith: { first, _ in first })
+            // (An object inserted twice in one batch keeps the batch's order.)
+            if !dependencies.isEmpty && byObject.count == batch.inserts.count {
+                let order = ReferenceOrder.destinationsFirst(batch.inserts.map(\.0), dependencies: dependencies)
+                operations.replaceSubrange(0..<batch.inserts.count, with: order.map { Operation.insert($0, byObject[$0]!) })
+            }
+        }
         guard operations.count > partSize, let sqlite = store as? SQLiteStore else {
             let saved = try save(operations, bookkeeping: batch, origin: batch.origin)
             deferReferences(after: batch, missed: saved.missed)
