@@ -54,7 +54,8 @@ enum ReferenceIDs {
     static let notReferences: Set<String> = ["UTF", "SHA", "ISO", "RFC", "CVE"]
 
     static let id = try! NSRegularExpression(pattern: #"(?<![A-Za-z0-9_-])((?:[A-Z][A-Z0-9]*-)+)([0-9]{2})([a-z]?)(?![A-Za-z0-9_])"#)
-    /// After an ID: `…07`, `..07`, `–07` or `…PREFIX-07` cite every item up to 07.
+    /// After an ID: `…07`, `..07` or `–07`, or the whole ID again (`AT-00…AT-12`),
+    /// cite every item up to that number.
     static let rangeEnd = try! NSRegularExpression(pattern: #"^\s*(?:…|\.\.\.?|–)\s*((?:[A-Z][A-Z0-9]*-)*)([0-9]{2})(?![0-9A-Za-z])"#)
     /// After an ID: `/02/03` cites those items too.
     static let listed = try! NSRegularExpression(pattern: #"^(?:/[0-9]{2}(?![0-9A-Za-z]))+"#)
