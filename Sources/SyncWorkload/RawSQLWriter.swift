@@ -301,3 +301,38 @@ public final class RawSQLWriter {
         return save
     }
 }
+
+extension RawSQLWriter {
+    /// Commits transactions until `saves` more have committed or
+    /// SIGTERM/SIGINT (after `WorkloadSignals.install()`): one in three a
+    /// burst of small commits, the others one transaction of up to
+    /// `maxChanges` row changes. Returns the number committed.
+    @discardableResult
+    public func run(maxChanges: Int, seed: UInt64, saves limit: Int?, pace: WorkloadWriter.Pace) -> Int {
+        var rng = WorkloadRandom(seed: seed)
+        let start = monotonicNanoseconds()
+        var committed = 0
+        var attempts = 0
+        var consecutiveFailures = 0
+        while workloadStopRequested == 0, limit.map({ committed < $0 }) ?? true {
+            attempts += 1
+            let made = Int.random(in: 0..<3, using: &rng) == 0 ? burst(&rng).count : (step(maxChanges: maxChanges, &rng) == nil ? 0 : 1)
+            committed += made
+            consecutiveFailures = made > 0 ? 0 : consecutiveFailures + 1
+            var wait: UInt64 = 0
+            if let rate = pace.rate {
+                let due = start + UInt64(Double(attempts) / rate * 1e9)
+                let now = monotonicNanoseconds()
+                wait = due > now ? due - now : 0
+            } else if pace.pause.upperBound > 0 {
+                wait = UInt64(Int.random(in: pace.pause, using: &rng)) * 1_000_000
+            }
+            if consecutiveFailures > 0 { wait = max(wait, UInt64(min(consecutiveFailures, 20)) * 5_000_000) }
+            if wait > 0 {
+                var request = timespec(tv_sec: Int(wait / 1_000_000_000), tv_nsec: Int(wait % 1_000_000_000))
+                _ = nanosleep(&request, nil)
+            }
+        }
+        return committed
+    }
+}

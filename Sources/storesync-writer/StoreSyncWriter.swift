@@ -80,6 +80,12 @@ struct Write: ParsableCommand {
     @Flag(help: "Do not fsync the log after each save (benchmarks).")
     var noSync = false
 
+    @Flag(help: "Write with raw SQL through SQLite's C API instead of ObjectGraph (a foreign writer; --model is not read): transactions of up to --max-changes row changes with forward references, and bursts of small commits.")
+    var rawSQL = false
+
+    @Option(help: "With --raw-sql: the most row changes of one transaction.")
+    var maxChanges = 60
+
     @Option(help: "A file to create once SIGTERM is handled and the store is open (a parent waits for it before stopping the writer).")
     var readyFile: String?
 
@@ -90,6 +96,16 @@ struct Write: ParsableCommand {
         let bounds = pause.split(separator: "-").compactMap { Int($0) }
         guard bounds.count == 2, bounds[0] >= 0, bounds[0] <= bounds[1] else { throw ValidationError("--pause wants MIN-MAX") }
         WorkloadSignals.install()
+        if rawSQL {
+            let writer = try RawSQLWriter(name: name, storeName: storeName, store: URL(fileURLWithPath: store), log: URL(fileURLWithPath: log),
+                                          syncLog: !noSync)
+            if let readyFile { FileManager.default.createFile(atPath: readyFile, contents: nil) }
+            let committed = writer.run(maxChanges: maxChanges, seed: seedValue, saves: saves, pace: .init(rate: rate, pause: bounds[0]...bounds[1]))
+            var line = "writer \(name) (raw SQL): \(committed) transactions committed, \(writer.failedSaves) failed"
+            if let error = writer.lastError { line += " (last: \(error))" }
+            FileHandle.standardError.write(Data((line + "\n").utf8))
+            return
+        }
         let writer = try WorkloadWriter(name: name, storeName: storeName, store: URL(fileURLWithPath: store),
                                         model: try ManagedObjectModel(contentsOf: URL(fileURLWithPath: model)),
                                         log: URL(fileURLWithPath: log), syncLog: !noSync)

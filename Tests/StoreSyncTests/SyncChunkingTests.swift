@@ -20,6 +20,8 @@ import Testing
         /// Batches refused as a full disk would refuse them (nil: none), and how many were.
         var refusing: ((HubBatch) -> Bool)?
         var refused = 0
+        /// Runs before each `states(of:)` call (what another process does meanwhile).
+        var onStateRead: (() -> Void)?
         struct Crash: Error {}
 
         init(_ inner: EmbeddedHub, commits: Int = .max, stateReads: Int = .max) {
@@ -34,6 +36,7 @@ import Testing
         func currentPosition() throws -> Int64 { try inner.currentPosition() }
         func state(of object: UUID) throws -> ObjectState? { try inner.state(of: object) }
         func states(of objects: [UUID]) throws -> [UUID: ObjectState] {
+            onStateRead?()
             stateReads += 1
             stateReadsLeft -= 1
             if stateReadsLeft < 0 { throw Crash() }

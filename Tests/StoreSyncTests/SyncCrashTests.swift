@@ -27,8 +27,12 @@ import Testing
     /// Run with the engine's defaults (0) and with chunks of 2 changes and hub
     /// transactions written one object per save, so kills also land between
     /// pull chunks, between the saves of a push and between the saves of a
-    /// hub transaction.
-    @Test(arguments: [0, 2])
+    /// hub transaction; and with chunks of 20. Besides the three ObjectGraph
+    /// writers, a raw SQL writer (`storesync-writer write --raw-sql`, not
+    /// ObjectGraph) on s1 commits transactions of up to three chunks (60 row
+    /// changes with the defaults) and runs of small commits, so kills also
+    /// land between the parts of store transactions settled in parts.
+    @Test(arguments: [0, 2, 20])
     func engineKilledAtRandomPointsLosesDuplicatesAndEchoesNothing(chunk: Int) async throws {
         let environment = ProcessInfo.processInfo.environment
         let seed = environment["STORESYNC_CRASH_SEED"].flatMap { UInt64($0.hasPrefix("0x") ? String($0.dropFirst(2)) : $0, radix: 16) } ?? 0xC4A5_0001
@@ -41,12 +45,14 @@ import Testing
         let model = directory.appendingPathComponent("Model.xcdatamodel")
         try XcodeModelWriter.write(SyncFixtures.model(), to: model)
         let stores = (1...Self.stores).map { ("s\($0)", directory.appendingPathComponent("s\($0).sqlite")) }
-        let logs = (1...Self.stores).map { directory.appendingPathComponent("w\($0).log") }
+        let logs = (1...Self.stores).map { directory.appendingPathComponent("w\($0).log") } + [directory.appendingPathComponent("x1.log")]
         var rng = WorkloadRandom(seed: seed)
-        let writers = try (1...Self.stores).map { index in
+        var writers = try (1...Self.stores).map { index in
             try WriterProcess(name: "w\(index)", storeName: "s\(index)", store: stores[index - 1].1, model: model, log: logs[index - 1],
                               seed: rng.next(), arguments: ["--pause", "10-40"])
         }
+        writers.append(try WriterProcess(name: "x1", storeName: "s1", store: stores[0].1, model: model, log: logs[Self.stores], seed: rng.next(),
+                                         arguments: ["--raw-sql", "--max-changes", "\(3 * (chunk > 0 ? chunk : 20))", "--pause", "20-60"]))
 
         for kill in 0..<kills {
             let path = directory.path, delay = Int.random(in: 5...120, using: &rng)
@@ -54,7 +60,7 @@ import Testing
                 let group = try SyncGroup(configuration: SyncCrashTests.configuration(URL(fileURLWithPath: path)))
                 if chunk > 0 {
                     group.chunkChanges = chunk
-                    (group.hub as? EmbeddedHub)?.partSize = 1
+                    if chunk == 2 { (group.hub as? EmbeddedHub)?.partSize = 1 }
                 }
                 Thread.detachNewThread {
                     usleep(useconds_t(delay * 1000))
