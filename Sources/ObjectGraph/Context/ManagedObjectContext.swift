@@ -47,6 +47,16 @@ public final class ManagedObjectContext: NSLocking {
 
     let queue: DispatchQueue
     private static let queueKey = DispatchSpecificKey<ObjectIdentifier>()
+    /// Marks the main queue for every main-queue context at once. A value
+    /// per context (as private queues get) would be overwritten by the next
+    /// main-queue context, and after `dispatchMain()` the main queue's
+    /// blocks run on pool threads, where `Thread.isMainThread` is false:
+    /// the first context then looked off its queue inside its own block.
+    private static let mainQueueKey: DispatchSpecificKey<Bool> = {
+        let key = DispatchSpecificKey<Bool>()
+        DispatchQueue.main.setSpecific(key: key, value: true)
+        return key
+    }()
     /// The context whose identity marks `queue` (see `isOnQueue`): this
     /// context, or the one whose queue it shares (`init(coordinator:sharingQueueOf:)`).
     private var queueOwner: ObjectIdentifier?
@@ -133,7 +143,11 @@ public final class ManagedObjectContext: NSLocking {
         self.persistentStoreCoordinator = coordinator
         self.concurrencyType = concurrencyType
         self.queue = concurrencyType == .mainQueue ? DispatchQueue.main : DispatchQueue(label: "ObjectGraph.ManagedObjectContext")
-        queue.setSpecific(key: Self.queueKey, value: ObjectIdentifier(self))
+        if concurrencyType == .mainQueue {
+            _ = Self.mainQueueKey
+        } else {
+            queue.setSpecific(key: Self.queueKey, value: ObjectIdentifier(self))
+        }
         queueOwner = ObjectIdentifier(self)
         storesObserver = NotificationCenter.default.addObserver(forName: PersistentStoreCoordinator.storesDidChangeNotification, object: coordinator, queue: nil) { [weak self] note in
             guard let removed = note.userInfo?[PersistentStoreCoordinator.removedPersistentStoresKey] as? [PersistentStore], !removed.isEmpty else { return }
@@ -210,7 +224,9 @@ public final class ManagedObjectContext: NSLocking {
     }
 
     var isOnQueue: Bool {
-        if concurrencyType == .mainQueue && Thread.isMainThread { return true }
+        if concurrencyType == .mainQueue {
+            return Thread.isMainThread || DispatchQueue.getSpecific(key: Self.mainQueueKey) == true
+        }
         return DispatchQueue.getSpecific(key: Self.queueKey) == queueOwner
     }
 
