@@ -111,6 +111,9 @@ public final class ManagedObjectContext: NSLocking {
     @exclusivity(unchecked) private var lastObjectClass: (entity: EntityDescription, className: String, generation: Int, type: ManagedObject.Type)?
     /// The last entity `checkInsertable` accepted (see there).
     @exclusivity(unchecked) private var lastInsertableEntity: EntityDescription?
+    /// The model's uniqueness constraints, worked out at the first save
+    /// (the model is frozen by then; see `ManagedObjectContext+Constraints.swift`).
+    @exclusivity(unchecked) var cachedUniquenessConstraints: [UniquenessConstraint]?
     /// False makes count and dictionary fetches always take the in-memory
     /// path; tests turn it off to compare that path with the stores' SQL.
     @exclusivity(unchecked) var allowsFetchPushdown = true
