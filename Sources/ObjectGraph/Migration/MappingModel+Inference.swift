@@ -43,11 +43,13 @@ extension MappingModel {
     ///   incompatible"; a new required attribute without a default; a
     ///   to-many made to-one; an instantiable entity mapped onto an abstract one).
     public static func inferredMappingModel(forSourceModel source: ManagedObjectModel, destinationModel destination: ManagedObjectModel) throws -> MappingModel {
-        func fail(_ reason: String, entity: String, property: String? = nil, detail: String? = nil) -> CoreDataError {
+        /// `reason` goes to userInfo as given (Core Data's string where it has
+        /// one); `description` to the message, when it says more.
+        func fail(_ reason: String, entity: String, property: String? = nil, description: String? = nil) -> CoreDataError {
             var info: [String: Any] = [CoreDataError.inferredMappingReasonKey: reason, CoreDataError.inferredMappingEntityKey: entity]
             if let property { info[CoreDataError.inferredMappingPropertyKey] = property }
             return CoreDataError(.inferredMappingModel,
-                                 "Can't infer a mapping model: \(reason)\(detail.map { " (\($0))" } ?? "") (entity \(entity)\(property.map { ", property \($0)" } ?? ""))",
+                                 "Can't infer a mapping model: \(description ?? reason) (entity \(entity)\(property.map { ", property \($0)" } ?? ""))",
                                  userInfo: info)
         }
         func key(_ entity: EntityDescription) -> String { entity.renamingIdentifier ?? entity.name }
@@ -98,7 +100,7 @@ extension MappingModel {
                     }
                     guard Self.canWiden(old.attributeType, to: attribute.attributeType) else {
                         throw fail(CoreDataError.MigrationReason.incompatibleAttributeTypes, entity: destinationEntity.name, property: attribute.name,
-                                   detail: "\(old.attributeType.xcodeName) to \(attribute.attributeType.xcodeName)")
+                                   description: "source and destination attribute types are incompatible (\(old.attributeType.xcodeName) to \(attribute.attributeType.xcodeName))")
                     }
                     if old.isOptional && !attribute.isOptional && attribute.defaultValue == nil {
                         throw fail("an optional attribute became required without a default value", entity: destinationEntity.name, property: attribute.name)
