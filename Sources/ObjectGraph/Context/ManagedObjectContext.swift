@@ -237,6 +237,7 @@ public final class ManagedObjectContext: NSLocking {
     @inline(__always) func checkConfinement(_ function: StaticString = #function) {
         #if DEBUG
         if !isOnQueue {
+            // Trap kept (issue 28 audit): debug builds only, as Core Data's concurrency debugging traps (Confinement, ARCHITECTURE.md).
             preconditionFailure("ObjectGraph: ManagedObjectContext.\(function) called off the context's queue; wrap the call in perform { } or performAndWait { }")
         }
         #endif
@@ -472,6 +473,7 @@ public final class ManagedObjectContext: NSLocking {
     /// outside the coordinator's model (MOC-MO-03). Inserting twice is a no-op.
     public func insert(_ object: ManagedObject) {
         checkConfinement()
+        // Trap kept (issue 28 audit): an abstract or foreign entity, or another context's object, which Core Data raises on; insertNewObject throws instead.
         do { try insertChecked(object) } catch { preconditionFailure("ObjectGraph: \(error)") }
     }
 
@@ -776,6 +778,7 @@ public final class ManagedObjectContext: NSLocking {
     /// Chooses the store a newly inserted object is saved to (MOC-MO-07).
     public func assign(_ object: ManagedObject, to store: PersistentStore) {
         checkConfinement()
+        // Trap kept (issue 28 audit): Core Data raises too ("Can't reassign an object to a different store once it has been saved").
         precondition(insertedSet.contains(object) && object.objectID.isTemporaryID, "ObjectGraph: assign(_:to:) takes a newly inserted object (MOC-MO-07)")
         precondition(persistentStoreCoordinator.persistentStores.contains { $0 === store }, "ObjectGraph: assign(_:to:) takes a store of this context's coordinator")
         assignedStores[ObjectIdentifier(object)] = store

@@ -29,6 +29,7 @@ public struct Managed<Value>: ManagedPropertyTagged {
 
     public init(_ key: String? = nil) { self.explicitKey = key }
 
+    // Traps kept (issue 28 audit): unreachable, the accessor is unavailable at compile time.
     @available(*, unavailable, message: "@Managed is only available on ManagedObject subclasses")
     public var wrappedValue: Value {
         get { fatalError("unreachable") }
@@ -43,6 +44,8 @@ public struct Managed<Value>: ManagedPropertyTagged {
         get {
             let key = Self.key(in: object, storageKeyPath)
             let raw: Any?
+            // Trap kept (issue 28 audit): a key the model lacks, or a fault whose row is gone, which
+            // Core Data's accessors raise on too ("could not fulfill a fault"); KVC throws instead.
             do { raw = try object.value(forKey: key) } catch { preconditionFailure("ObjectGraph: reading \(object.entity.name).\(key): \(error)") }
             if let raw, let typed = raw as? Value { return typed }
             if raw == nil, let nilType = Value.self as? ExpressibleByNilLiteral.Type { return nilType.init(nilLiteral: ()) as! Value }
@@ -61,6 +64,7 @@ public struct Managed<Value>: ManagedPropertyTagged {
         }
         set {
             let key = Self.key(in: object, storageKeyPath)
+            // Trap kept (issue 28 audit): a value or object the model refuses, which Core Data's setters raise on; KVC throws instead.
             do { try object.setValue(newValue, forKey: key) } catch { preconditionFailure("ObjectGraph: setting \(object.entity.name).\(key): \(error)") }
         }
     }
@@ -103,6 +107,7 @@ enum ManagedPropertyMarker {
             }
             mirror = current.superclassMirror
         }
+        // Trap kept (issue 28 audit): a declaration reflection cannot name, fixed by passing the key.
         preconditionFailure("ObjectGraph: could not find the name of a @Managed property of \(type(of: object)); pass the key explicitly: @Managed(\"name\")")
     }
 

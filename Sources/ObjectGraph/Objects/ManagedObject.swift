@@ -156,6 +156,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         self.rawStorage = PropertyValues(layout: layout)
         self.rawCommitted = PropertyValues(layout: layout)
         if let context {
+            // Trap kept (issue 28 audit): an abstract or foreign entity, which Core Data raises on (MOD-05, OBJ-05).
             do { try context.insertChecked(self) } catch { preconditionFailure("ObjectGraph: \(error)") }
         }
     }
