@@ -107,6 +107,37 @@ import Testing
         #expect(stored.mapValues(\.count) == ["1@a.example": 1, "2@a.example": 1, "3@a.example": 1, "nil@a.example": 2, "1@b.example": 1])
     }
 
+    @Test(arguments: TestStores.sqliteAndInMemory)
+    func aConstraintHoldsAcrossSubentitiesAndIsReportedOnce(_ type: String) throws {
+        // Apple's NSMergePolicy.h: "if an entity hierarchy has a constraint which is extended in
+        // subentities, all constraint violations for that constraint will be collapsed into a single report".
+        let model = ManagedObjectModel()
+        let account = EntityDescription(name: "Account")
+        account.isAbstract = true
+        account.properties = [AttributeDescription(name: "handle", type: .string)]
+        account.uniquenessConstraints = [["handle"]]
+        let person = EntityDescription(name: "PersonAccount")
+        let bot = EntityDescription(name: "BotAccount")
+        bot.uniquenessConstraints = [["handle"]]
+        account.subentities = [person, bot]
+        model.entities = [account, person, bot]
+        let coordinator = try TestStores.coordinator(model, type: type)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        try context.performAndWait {
+            let human = try context.insertNewObject(forEntityName: "PersonAccount")
+            try human.setValue("ada", forKey: "handle")
+            let machine = try context.insertNewObject(forEntityName: "BotAccount")
+            try machine.setValue("ada", forKey: "handle")
+            let error = #expect(throws: CoreDataError.self) { try context.save() }
+            let list = error?.userInfo[ConstraintConflict.conflictListKey] as? [ConstraintConflict] ?? []
+            #expect(list.count == 1 && list.first?.conflictingObjects.count == 2)
+            context.mergePolicy = .mergeByPropertyObjectTrump
+            try context.save()
+            #expect(human.managedObjectContext === context && machine.managedObjectContext == nil)
+        }
+        #expect(try context.performAndWait { try context.count(for: FetchRequest(entityName: "Account")) } == 1)
+    }
+
     @Test func aConstraintOnAPropertyTheEntityLacksIsAModelError() throws {
         let model = ConstraintModel.make()
         model.entitiesByName["User"]!.uniquenessConstraints = [["userID", "handle"], ["statuses"]]
