@@ -259,7 +259,7 @@ extension ManagedObjectContext {
             case .rollback, .error: return false
             }
         }
-        for property in survivor.layout.slotProperties where !property.isTransient {
+        for property in survivor.layout.slotProperties where !property.isTransient && !property.isReadOnly {
             // Only what both have: the hierarchy's shared properties.
             guard duplicate.layout.propertiesByName[property.name] === property else { continue }
             let key = property.name

@@ -3,7 +3,8 @@ import Testing
 @testable import ObjectGraph
 
 /// A typed property whose model attribute holds nil. Core Data's scalar
-/// accessors give 0 and false for nil (ATTR-05's scalar types, KVC-06), and
+/// accessors give 0 and false for nil (KVC-06, KVC-07: a scalar is a boxed
+/// value, and nil none), and
 /// Foundation's bridging gives an empty string, data or collection; here a
 /// `@Managed` property of such a type reads the same instead of trapping
 /// (issue 28 item 3: "holds nil, which a property of type Bool cannot
