@@ -38,6 +38,7 @@ public final class ContextUndoManager {
     /// meanwhile cannot be undone (LIFE-23).
     public func disableUndoRegistration() { disabledCount += 1 }
     public func enableUndoRegistration() {
+        // Trap kept (issue 28 audit): unbalanced calls, which NSUndoManager raises on too.
         precondition(disabledCount > 0, "ObjectGraph: enableUndoRegistration() without a matching disableUndoRegistration()")
         disabledCount -= 1
     }
@@ -45,6 +46,7 @@ public final class ContextUndoManager {
     public func beginUndoGrouping(named name: String? = nil) { openGroups.append(Group(actions: [], name: name)) }
 
     public func endUndoGrouping() {
+        // Trap kept (issue 28 audit): unbalanced calls, which NSUndoManager raises on too.
         precondition(!openGroups.isEmpty, "ObjectGraph: endUndoGrouping() without beginUndoGrouping()")
         let group = openGroups.removeLast()
         guard !group.actions.isEmpty else { return }

@@ -75,6 +75,7 @@ public struct FetchedResults: RandomAccessCollection {
 
     /// The object at `position`, loading its batch if needed.
     public subscript(position: Int) -> ManagedObject {
+        // Trap kept (issue 28 audit): an index out of range, as every Swift collection (and NSArray) traps.
         precondition(indices.contains(position), "FetchedResults index \(position) out of range 0..<\(count)")
         return loader.object(at: position)
     }

@@ -22,6 +22,7 @@ extension ManagedObjectContext {
         switch request.resultType {
         case .managedObject: return objects
         case .managedObjectID: return objects.map(\.objectID)
+        // Trap kept (issue 28 audit): unreachable, both result types returned before the switch.
         case .count, .dictionary: preconditionFailure("answered above")
         }
     }

@@ -14,6 +14,7 @@ extension ManagedObjectContext {
     /// ```
     public func refresh(_ object: ManagedObject, mergeChanges: Bool) {
         checkConfinement()
+        // Trap kept (issue 28 audit): another context's object, as MOC-RF-07 recommends (a programming error).
         precondition(object.belongs(to: self) || object.managedObjectContext == nil, "ObjectGraph: refresh(_:mergeChanges:) takes an object of this context (MOC-RF-07)")
         guard object.belongs(to: self), !insertedSet.contains(object) else { return }
         try? refresh(object, mergeChanges: mergeChanges, staleness: stalenessInterval)

@@ -35,26 +35,29 @@ extension ManagedObjectContext {
         try validateForSave()
         try runWillSaveHooks()
 
-        // Step 6: stores and permanent IDs, not applied until the writes succeed.
-        let inserted = insertedInOrder
-        let insertedStores = try stores(for: inserted)
-        // A failed save leaves temporary IDs as they were (MOC-SV-04).
-        var idsApplied = false
-        defer { if !idsApplied { for object in inserted { object.pendingPermanentID = nil } } }
-        try allocatePermanentIDs(for: inserted, in: insertedStores)
-        func finalID(_ object: ManagedObject) -> ManagedObjectID { object.pendingPermanentID ?? object.objectID }
-        try checkCrossStoreRelationships(inserted + Array(updatedSet), finalID)
-
         // Steps 7–8: conflicts against what the stores hold now. With one
         // store the write itself detects them (each UPDATE and DELETE checks
         // the version inside the transaction) and only then are they looked
         // up and resolved, and the save written again: reading every changed
         // row back before each save doubled its cost. With several stores
         // they are resolved first, so no store is written when another would
-        // refuse its part.
+        // refuse its part. Uniqueness constraints come after optimistic
+        // locking, as Apple's NSMergePolicy orders them, and before the
+        // permanent IDs: merging removes inserted objects.
         let checksFirst = persistentStoreCoordinator.persistentStores.count > 1
         if checksFirst { try settleConflicts() }
+        try resolveUniquenessConflicts()
         guard hasChanges || !lockedSet.isEmpty else { return finishEmptySave() }
+
+        // Step 6: stores and permanent IDs, not applied until the writes succeed.
+        var inserted = insertedInOrder
+        var insertedStores = try stores(for: inserted)
+        // A failed save leaves temporary IDs as they were (MOC-SV-04).
+        var idsApplied = false
+        defer { if !idsApplied { for object in inserted { object.pendingPermanentID = nil } } }
+        try allocatePermanentIDs(for: inserted, in: insertedStores)
+        func finalID(_ object: ManagedObject) -> ManagedObjectID { object.pendingPermanentID ?? object.objectID }
+        try checkCrossStoreRelationships(inserted + Array(updatedSet), finalID)
 
         var retriedAfterConflict = false
         var changeSet = ContextChangeSet()
@@ -147,6 +150,14 @@ extension ManagedObjectContext {
             } catch is RetryAfterConflict {
                 retriedAfterConflict = true
                 try settleConflicts()
+                // The stores' values the policy took may break a constraint;
+                // objects merged away leave the insert list (and their IDs).
+                if try resolveUniquenessConflicts() {
+                    let kept = inserted.indices.filter { insertedSet.contains(inserted[$0]) }
+                    for object in inserted where !insertedSet.contains(object) { object.pendingPermanentID = nil }
+                    insertedStores = kept.map { insertedStores[$0] }
+                    inserted = kept.map { inserted[$0] }
+                }
                 guard hasChanges || !lockedSet.isEmpty else { return finishEmptySave() }
                 continue
             }

@@ -47,6 +47,16 @@ public final class ManagedObjectContext: NSLocking {
 
     let queue: DispatchQueue
     private static let queueKey = DispatchSpecificKey<ObjectIdentifier>()
+    /// Marks the main queue for every main-queue context at once. A value
+    /// per context (as private queues get) would be overwritten by the next
+    /// main-queue context, and after `dispatchMain()` the main queue's
+    /// blocks run on pool threads, where `Thread.isMainThread` is false:
+    /// the first context then looked off its queue inside its own block.
+    private static let mainQueueKey: DispatchSpecificKey<Bool> = {
+        let key = DispatchSpecificKey<Bool>()
+        DispatchQueue.main.setSpecific(key: key, value: true)
+        return key
+    }()
     /// The context whose identity marks `queue` (see `isOnQueue`): this
     /// context, or the one whose queue it shares (`init(coordinator:sharingQueueOf:)`).
     private var queueOwner: ObjectIdentifier?
@@ -101,6 +111,9 @@ public final class ManagedObjectContext: NSLocking {
     @exclusivity(unchecked) private var lastObjectClass: (entity: EntityDescription, className: String, generation: Int, type: ManagedObject.Type)?
     /// The last entity `checkInsertable` accepted (see there).
     @exclusivity(unchecked) private var lastInsertableEntity: EntityDescription?
+    /// The model's uniqueness constraints, worked out at the first save
+    /// (the model is frozen by then; see `ManagedObjectContext+Constraints.swift`).
+    @exclusivity(unchecked) var cachedUniquenessConstraints: [UniquenessConstraint]?
     /// False makes count and dictionary fetches always take the in-memory
     /// path; tests turn it off to compare that path with the stores' SQL.
     @exclusivity(unchecked) var allowsFetchPushdown = true
@@ -133,7 +146,11 @@ public final class ManagedObjectContext: NSLocking {
         self.persistentStoreCoordinator = coordinator
         self.concurrencyType = concurrencyType
         self.queue = concurrencyType == .mainQueue ? DispatchQueue.main : DispatchQueue(label: "ObjectGraph.ManagedObjectContext")
-        queue.setSpecific(key: Self.queueKey, value: ObjectIdentifier(self))
+        if concurrencyType == .mainQueue {
+            _ = Self.mainQueueKey
+        } else {
+            queue.setSpecific(key: Self.queueKey, value: ObjectIdentifier(self))
+        }
         queueOwner = ObjectIdentifier(self)
         storesObserver = NotificationCenter.default.addObserver(forName: PersistentStoreCoordinator.storesDidChangeNotification, object: coordinator, queue: nil) { [weak self] note in
             guard let removed = note.userInfo?[PersistentStoreCoordinator.removedPersistentStoresKey] as? [PersistentStore], !removed.isEmpty else { return }
@@ -210,7 +227,9 @@ public final class ManagedObjectContext: NSLocking {
     }
 
     var isOnQueue: Bool {
-        if concurrencyType == .mainQueue && Thread.isMainThread { return true }
+        if concurrencyType == .mainQueue {
+            return Thread.isMainThread || DispatchQueue.getSpecific(key: Self.mainQueueKey) == true
+        }
         return DispatchQueue.getSpecific(key: Self.queueKey) == queueOwner
     }
 
@@ -218,6 +237,7 @@ public final class ManagedObjectContext: NSLocking {
     @inline(__always) func checkConfinement(_ function: StaticString = #function) {
         #if DEBUG
         if !isOnQueue {
+            // Trap kept (issue 28 audit): debug builds only, as Core Data's concurrency debugging traps (Confinement, ARCHITECTURE.md).
             preconditionFailure("ObjectGraph: ManagedObjectContext.\(function) called off the context's queue; wrap the call in perform { } or performAndWait { }")
         }
         #endif
@@ -453,6 +473,7 @@ public final class ManagedObjectContext: NSLocking {
     /// outside the coordinator's model (MOC-MO-03). Inserting twice is a no-op.
     public func insert(_ object: ManagedObject) {
         checkConfinement()
+        // Trap kept (issue 28 audit): an abstract or foreign entity, or another context's object, which Core Data raises on; insertNewObject throws instead.
         do { try insertChecked(object) } catch { preconditionFailure("ObjectGraph: \(error)") }
     }
 
@@ -757,6 +778,7 @@ public final class ManagedObjectContext: NSLocking {
     /// Chooses the store a newly inserted object is saved to (MOC-MO-07).
     public func assign(_ object: ManagedObject, to store: PersistentStore) {
         checkConfinement()
+        // Trap kept (issue 28 audit): Core Data raises too ("Can't reassign an object to a different store once it has been saved").
         precondition(insertedSet.contains(object) && object.objectID.isTemporaryID, "ObjectGraph: assign(_:to:) takes a newly inserted object (MOC-MO-07)")
         precondition(persistentStoreCoordinator.persistentStores.contains { $0 === store }, "ObjectGraph: assign(_:to:) takes a store of this context's coordinator")
         assignedStores[ObjectIdentifier(object)] = store

@@ -39,12 +39,16 @@ public struct CoreDataError: Error, CustomNSError, CustomStringConvertible, @unc
         case validationStringTooShort = 1670
         case validationStringPatternMatching = 1680
 
-        // Object graph management (132000–133020).
+        // Object graph management (132000–133021).
         case managedObjectContextLocking = 132000
         case persistentStoreCoordinatorLocking = 132010
         case managedObjectContextReferentialIntegrity = 133000
         case managedObjectContextExternalRelationship = 133010
         case managedObjectContextMerge = 133020
+        /// `NSManagedObjectConstraintMergeError`: a save broke a uniqueness
+        /// constraint under the error merge policy (`conflictList` holds
+        /// `ConstraintConflict`s).
+        case managedObjectConstraintMerge = 133021
 
         // Persistent stores (134000–134100).
         case persistentStoreInvalidType = 134000

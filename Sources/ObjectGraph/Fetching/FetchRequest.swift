@@ -88,6 +88,7 @@ public final class FetchRequest {
         set {
             guard let newValue, !newValue.isEmpty else { predicate = nil; return }
             do { predicate = try FetchPredicate(format: newValue) } catch {
+                // Trap kept (issue 28 audit): a program's own format string, as NSPredicate(format:) raises; files never set it.
                 preconditionFailure("ObjectGraph: invalid predicate format '\(newValue)': \(error)")
             }
         }

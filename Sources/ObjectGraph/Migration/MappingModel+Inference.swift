@@ -17,7 +17,9 @@ extension MappingModel {
     ///   required when they have a default value (nil values become the
     ///   default), or widened: Integer 16 → 32 → 64, integers → Double or
     ///   Decimal, Integer 16 → Float, Float → Double;
-    /// - relationships added (optional), removed, renamed, made to-many from
+    /// - relationships added (optional or required: objects without a value
+    ///   for a required one fail the migration, not the inference), removed,
+    ///   renamed, made to-many from
     ///   to-one, made ordered or unordered, pointed at an entity whose
     ///   instances come from the old destination's (or a sub- or
     ///   super-entity of it).
@@ -30,17 +32,24 @@ extension MappingModel {
     /// ```swift
     /// let mapping = try MappingModel.inferredMappingModel(forSourceModel: v1, destinationModel: v2)
     /// ```
+    /// A relationship that became an attribute of the same name (or the
+    /// reverse) is the old property removed and a new one added, as Core
+    /// Data maps attributes only from attributes.
+    ///
     /// - Throws: `CoreDataError` 134190 (`NSInferredMappingModelError`) with
     ///   `reason`, `entity` and `property` in userInfo, for the first change
-    ///   that cannot be inferred (a type change that is not a widening, a new
-    ///   required attribute or relationship without a default, a to-many
-    ///   made to-one, an instantiable entity mapped onto an abstract one).
+    ///   that cannot be inferred (a type change that is not a widening, with
+    ///   Core Data's reason "Source and destination attribute types are
+    ///   incompatible"; a new required attribute without a default; a
+    ///   to-many made to-one; an instantiable entity mapped onto an abstract one).
     public static func inferredMappingModel(forSourceModel source: ManagedObjectModel, destinationModel destination: ManagedObjectModel) throws -> MappingModel {
-        func fail(_ reason: String, entity: String, property: String? = nil) -> CoreDataError {
+        /// `reason` goes to userInfo as given (Core Data's string where it has
+        /// one); `description` to the message, when it says more.
+        func fail(_ reason: String, entity: String, property: String? = nil, description: String? = nil) -> CoreDataError {
             var info: [String: Any] = [CoreDataError.inferredMappingReasonKey: reason, CoreDataError.inferredMappingEntityKey: entity]
             if let property { info[CoreDataError.inferredMappingPropertyKey] = property }
             return CoreDataError(.inferredMappingModel,
-                                 "Can't infer a mapping model: \(reason) (entity \(entity)\(property.map { ", property \($0)" } ?? ""))",
+                                 "Can't infer a mapping model: \(description ?? reason) (entity \(entity)\(property.map { ", property \($0)" } ?? ""))",
                                  userInfo: info)
         }
         func key(_ entity: EntityDescription) -> String { entity.renamingIdentifier ?? entity.name }
@@ -79,10 +88,10 @@ extension MappingModel {
                 let match = sourceByKey[key(property)]
                     ?? sourceEntity.propertiesByName[property.name].flatMap { $0.isTransient ? nil : $0 }
                 if let attribute = property as? AttributeDescription {
+                    // A source relationship of that name is not this attribute's
+                    // source: Core Data maps attributes from attributes, so the
+                    // relationship is dropped and the attribute is new.
                     guard let old = match as? AttributeDescription else {
-                        if match != nil {
-                            throw fail("a relationship became an attribute", entity: destinationEntity.name, property: attribute.name)
-                        }
                         if !attribute.isOptional && attribute.defaultValue == nil {
                             throw fail("a required attribute was added without a default value", entity: destinationEntity.name, property: attribute.name)
                         }
@@ -90,21 +99,21 @@ extension MappingModel {
                         continue
                     }
                     guard Self.canWiden(old.attributeType, to: attribute.attributeType) else {
-                        throw fail("source and destination attribute types are incompatible (\(old.attributeType.xcodeName) to \(attribute.attributeType.xcodeName))",
-                                   entity: destinationEntity.name, property: attribute.name)
+                        throw fail(CoreDataError.MigrationReason.incompatibleAttributeTypes, entity: destinationEntity.name, property: attribute.name,
+                                   description: "source and destination attribute types are incompatible (\(old.attributeType.xcodeName) to \(attribute.attributeType.xcodeName))")
                     }
                     if old.isOptional && !attribute.isOptional && attribute.defaultValue == nil {
                         throw fail("an optional attribute became required without a default value", entity: destinationEntity.name, property: attribute.name)
                     }
                     mapping.attributeMappings.append(PropertyMapping(name: attribute.name, valueExpression: PropertyMapping.sourceKeyExpression(old.name)))
                 } else if let relationship = property as? RelationshipDescription {
+                    // As for attributes: a source attribute of that name is
+                    // dropped and the relationship is new. A new relationship
+                    // is inferred even when required, as Core Data infers it:
+                    // the migration then fails (134110, "mandatory destination
+                    // relationship") only if the store has objects that would
+                    // lack it (`MigrationManager.mandatoryValueError`).
                     guard let old = match as? RelationshipDescription else {
-                        if match != nil {
-                            throw fail("an attribute became a relationship", entity: destinationEntity.name, property: relationship.name)
-                        }
-                        if relationship.minCount > 0 || !relationship.isOptional {
-                            throw fail("a required relationship was added", entity: destinationEntity.name, property: relationship.name)
-                        }
                         mapping.relationshipMappings.append(PropertyMapping(name: relationship.name))
                         continue
                     }

@@ -377,6 +377,8 @@ open class MigrationManager: ExpressionFunctionTarget, KeyValueCoding {
     /// - Throws: 134150 when the source store cannot be opened, 134160 for
     ///   the destination store, 134170 for a policy's failure (its error
     ///   underneath), the error given to `cancelMigration(with:)` as is,
+    ///   134110 with Core Data's "mandatory destination" reason when an
+    ///   object would lack a required value (`mandatoryValueError`), other
     ///   validation errors of the save as they are.
     open func migrateStore(from sourceURL: URL, sourceType: String, options sourceOptions: [String: Any] = [:], with mapping: MappingModel,
                            toDestinationURL destinationURL: URL, destinationType: String, destinationOptions: [String: Any] = [:]) throws {
@@ -421,6 +423,7 @@ open class MigrationManager: ExpressionFunctionTarget, KeyValueCoding {
         try source.performAndWait {
             try runStages(mapping)
             try advance(.save, nil)
+            try checkMandatoryDestinationValues(destination, sourceURL: sourceURL, destinationURL: destinationURL)
             do {
                 try destination.save()
             } catch let error as CoreDataError where !error.code.isValidationError {

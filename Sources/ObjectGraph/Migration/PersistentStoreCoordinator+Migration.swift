@@ -15,7 +15,8 @@ extension PersistentStoreCoordinator {
     /// 3. the mapping model is the first mapping file there that fits
     ///    (`MappingModel.mappingModel(from:forSourceModel:destinationModel:)`),
     ///    else an inferred one with `NSInferMappingModelAutomaticallyOption`
-    ///    (134190 when it cannot be inferred), else 134140;
+    ///    (when it cannot be inferred: 134140 with the 134190 underneath, as
+    ///    Core Data reports it), else 134140;
     /// 4. the store class migrates the file (`PersistentStore.migrateStore(at:options:mappingModel:manager:)`)
     ///    with its migration manager class (PS-18).
     ///
@@ -43,17 +44,29 @@ extension PersistentStoreCoordinator {
                                 "no model among \(searchURLs.map(\.path)) made the store at \(url.path)"
                                 + (detail.isEmpty ? " (no model was found there)" : "; version hashes that differ:\n" + detail.joined(separator: "\n")),
                                 userInfo: [CoreDataError.filePathErrorKey: url.path, CoreDataError.storeMetadataErrorKey: metadata,
-                                           CoreDataError.mismatchedVersionHashesErrorKey: mismatches])
+                                           CoreDataError.mismatchedVersionHashesErrorKey: mismatches,
+                                           CoreDataError.storeURLErrorKey: url, CoreDataError.reasonErrorKey: CoreDataError.MigrationReason.missingSourceModel])
         }
         let mapping: MappingModel
         if let found = MappingModel.mappingModel(from: searchURLs, forSourceModel: sourceModel, destinationModel: managedObjectModel) {
             mapping = found
         } else if store.boolOption(PersistentStore.inferMappingModelAutomaticallyOption) {
-            mapping = try MappingModel.inferredMappingModel(forSourceModel: sourceModel, destinationModel: managedObjectModel)
+            do {
+                mapping = try MappingModel.inferredMappingModel(forSourceModel: sourceModel, destinationModel: managedObjectModel)
+            } catch let error as CoreDataError where error.code == .inferredMappingModel {
+                // As Core Data reports it: 134140, why inference failed underneath.
+                throw CoreDataError(.migrationMissingMappingModel,
+                                    "no mapping model among \(searchURLs.map(\.path)) migrates the store at \(url.path), and none can be inferred: \(error.message)",
+                                    userInfo: [CoreDataError.filePathErrorKey: url.path, CoreDataError.underlyingErrorKey: error,
+                                               CoreDataError.sourceModelErrorKey: sourceModel, CoreDataError.destinationModelErrorKey: managedObjectModel,
+                                               CoreDataError.reasonErrorKey: CoreDataError.MigrationReason.cannotInferMappingModel])
+            }
         } else {
             throw CoreDataError(.migrationMissingMappingModel,
                                 "no mapping model among \(searchURLs.map(\.path)) migrates the store at \(url.path) from \(sourceModel.versionName ?? "its model") to \(managedObjectModel.versionName ?? "the coordinator's model"), and \(PersistentStore.inferMappingModelAutomaticallyOption) is not set",
-                                userInfo: [CoreDataError.filePathErrorKey: url.path])
+                                userInfo: [CoreDataError.filePathErrorKey: url.path,
+                                           CoreDataError.sourceModelErrorKey: sourceModel, CoreDataError.destinationModelErrorKey: managedObjectModel,
+                                           CoreDataError.reasonErrorKey: CoreDataError.MigrationReason.missingMappingModel])
         }
         let manager = storeClass.migrationManagerType.init(sourceModel: sourceModel, destinationModel: managedObjectModel)
         try storeClass.migrateStore(at: url, options: store.options, mappingModel: mapping, manager: manager)

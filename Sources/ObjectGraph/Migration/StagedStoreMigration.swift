@@ -57,7 +57,10 @@ public struct StagedStoreMigration {
             do {
                 source = try ManagedObjectModel.version(matchingStoreAt: storeURL, inBundle: bundle).versionName
             } catch let error as CoreDataError where error.code == .persistentStoreIncompatibleVersionHash {
-                throw CoreDataError(.migrationMissingSourceModel, error.message, userInfo: error.userInfo)
+                var info = error.userInfo
+                info[CoreDataError.storeURLErrorKey] = storeURL
+                info[CoreDataError.reasonErrorKey] = CoreDataError.MigrationReason.missingSourceModel
+                throw CoreDataError(.migrationMissingSourceModel, error.message, userInfo: info)
             }
         } else {
             let metadata = try PersistentStoreCoordinator.metadataForPersistentStore(ofType: storeType, at: storeURL)
@@ -67,7 +70,8 @@ public struct StagedStoreMigration {
                                     "\(storeURL.path): no version of \(bundle.path) made the store; version hashes that differ:\n"
                                     + mismatches.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value.joined(separator: ", "))" }.joined(separator: "\n"),
                                     userInfo: [CoreDataError.filePathErrorKey: storeURL.path, CoreDataError.storeMetadataErrorKey: metadata,
-                                               CoreDataError.mismatchedVersionHashesErrorKey: mismatches])
+                                               CoreDataError.mismatchedVersionHashesErrorKey: mismatches,
+                                               CoreDataError.storeURLErrorKey: storeURL, CoreDataError.reasonErrorKey: CoreDataError.MigrationReason.missingSourceModel])
             }
             source = match.name
         }

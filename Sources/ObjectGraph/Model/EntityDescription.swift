@@ -110,6 +110,7 @@ public final class EntityDescription: CustomStringConvertible, Sequence {
             ensureEditable("subentities")
             for child in newValue {
                 if let parent = child.superentity, parent !== self {
+                    // Trap kept (issue 28 audit): model building in code (ED-14, decision D4); model files give one parent.
                     fatalError("ObjectGraph: entity '\(child.name)' is already a sub-entity of '\(parent.name)'; an entity has one parent (ED-14)")
                 }
             }
@@ -267,6 +268,7 @@ public final class EntityDescription: CustomStringConvertible, Sequence {
     func ensureEditable(_ field: String) {
         EntityLayout.modelWillChange()
         guard let model = managedObjectModel, !model.isEditable else { return }
+        // Trap kept (issue 28 audit): editing a model in use, which Core Data raises on.
         fatalError("ObjectGraph: cannot set \(field) of entity '\(name)': its managed object model is in use by a persistent store coordinator; copy() the model to edit it (X-01)")
     }
 

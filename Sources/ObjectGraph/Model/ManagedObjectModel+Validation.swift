@@ -66,6 +66,21 @@ extension ManagedObjectModel {
             }
         }
 
+        for entity in entities {
+            for constraint in entity.uniquenessConstraints {
+                if constraint.isEmpty { problem("a uniqueness constraint names no property", entity) }
+                for key in constraint {
+                    guard let property = entity.propertiesByName[key] else {
+                        problem("uniqueness constraint (\(constraint.joined(separator: ", "))) names property '\(key)', which the entity does not have", entity)
+                        continue
+                    }
+                    if property.isTransient || property is FetchedPropertyDescription || (property as? RelationshipDescription)?.isToMany == true {
+                        problem("uniqueness constraint (\(constraint.joined(separator: ", "))) names '\(key)', which is not stored in the entity's row (an attribute or to-one relationship)", entity, property)
+                    }
+                }
+            }
+        }
+
         for name in configurations {
             for entity in entities(forConfiguration: name) ?? [] where !entities.contains(where: { $0 === entity }) {
                 out.append(ModelProblem("configuration '\(name)' names entity '\(entity.name)', which is not in the model", file: file, entity: entity.name))

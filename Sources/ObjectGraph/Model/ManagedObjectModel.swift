@@ -252,6 +252,7 @@ public final class ManagedObjectModel: CustomStringConvertible, Sequence {
     func ensureEditable(_ field: String) {
         EntityLayout.modelWillChange()
         guard !isEditable else { return }
+        // Trap kept (issue 28 audit): editing a model in use, which Core Data raises on (MOM-00d).
         fatalError("ObjectGraph: cannot change \(field) of a managed object model in use by a persistent store coordinator; copy() the model to edit it (MOM-00d)")
     }
 

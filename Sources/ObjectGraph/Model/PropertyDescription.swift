@@ -79,6 +79,7 @@ public class PropertyDescription: CustomStringConvertible {
     public var versionHash: Data { VersionHasher.hash(of: self) }
 
     /// A distinct, editable copy that belongs to no entity.
+    // Trap kept (issue 28 audit): unreachable, the class is not open and each subclass here overrides it.
     public func copy() -> PropertyDescription { fatalError("subclass responsibility: \(type(of: self)).copy()") }
 
     func copyCommonFields(to other: PropertyDescription) {
@@ -125,6 +126,7 @@ public class PropertyDescription: CustomStringConvertible {
         EntityLayout.modelWillChange()
         guard let model = entity?.managedObjectModel, !model.isEditable else { return }
         let owner = entity.map { "\($0.name)." } ?? ""
+        // Trap kept (issue 28 audit): editing a model in use, which Core Data raises on.
         fatalError("ObjectGraph: cannot set \(field) of property '\(owner)\(name)': its managed object model is in use by a persistent store coordinator; copy() the model to edit it (X-01)")
     }
 

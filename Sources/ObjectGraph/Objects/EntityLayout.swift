@@ -23,6 +23,10 @@ final class EntityLayout {
     let hasTransientProperties: Bool
     /// Attributes with a default value, set on insert.
     let attributesWithDefaults: [AttributeDescription]
+    /// Transient attributes with a default value and their slots: a row
+    /// holds no transient value, so loading one gives them their defaults,
+    /// as inserting does (Core Data applies a transient's default on fetch).
+    let transientDefaults: [(slot: Int, value: Any)]
     /// Stored to-one relationships: the keys a snapshot holds object IDs under.
     let toOneRelationships: [RelationshipDescription]
 
@@ -101,6 +105,10 @@ final class EntityLayout {
             if let rel = slotRelationships[i] { onlyTypeCheck.append(!rel.isToMany) } else { onlyTypeCheck.append(slotExactTypes[i] != nil) }
         }
         slotNeedsOnlyTypeCheck = onlyTypeCheck
+        transientDefaults = attributesWithDefaults.compactMap { attribute in
+            guard attribute.isTransient, let slot = index[attribute.name], let value = attribute.defaultValue else { return nil }
+            return (slot, value)
+        }
     }
 
     private static let lock = NSLock()

@@ -81,7 +81,15 @@ extension ManagedObject {
             didChangeValue(forKey: key, slot: slot)
         } else if let rel = property as? RelationshipDescription {
             if rel.isToMany {
-                guard let members = ManagedObject.objects(in: value) else {
+                // Core Data takes any collection, its own mutable set proxy
+                // included (`setValue(other.mutableSetValue(forKey:), forKey:)`);
+                // the proxy's members are read before anything changes.
+                let members: [ManagedObject]
+                if let view = value as? MutableRelationshipSet {
+                    members = try view.allObjects()
+                } else if let objects = ManagedObject.objects(in: value) {
+                    members = objects
+                } else {
                     throw wrongType(key, value, expected: "a collection of managed objects")
                 }
                 for member in members { try checkDestination(member, rel) }
@@ -98,20 +106,40 @@ extension ManagedObject {
     }
 
     /// The value at a dotted key path; through a to-many relationship it
-    /// collects the values of every member (FLT-04).
+    /// collects the values of every member (FLT-04). As in Foundation's
+    /// key-value coding, a collection operator (`@count`, `@sum`, `@avg`,
+    /// `@min`, `@max`, `@unionOfObjects`, `@distinctUnionOfObjects`) applies
+    /// to the to-many before it, and `length` of a string or data value is
+    /// its `NSString`/`NSData` length.
+    ///
+    /// ```swift
+    /// let headcount = try department.value(forKeyPath: "employees.@count") as? Int
+    /// let payroll = try department.value(forKeyPath: "employees.@sum.salary")
+    /// let nameLength = try employee.value(forKeyPath: "lastName.length") as? Int
+    /// ```
     public final func value(forKeyPath keyPath: String) throws -> Any? {
         var parts = keyPath.split(separator: ".").map(String.init)
         guard !parts.isEmpty else { throw unknownKey(keyPath) }
         let first = parts.removeFirst()
         let head = try value(forKey: first)
         if parts.isEmpty { return head }
+        if parts[0].hasPrefix("@") {
+            do {
+                return try KeyPathResolver.collectionOperator(parts[0], on: head, rest: Array(parts.dropFirst()), fullPath: [first] + parts)
+            } catch let error as PredicateEvaluationError {
+                throw CoreDataError(.managedObjectValidation, "Key path '\(keyPath)' of entity \(entity.name): \(error.reason)",
+                                    userInfo: [CoreDataError.validationKeyErrorKey: keyPath, CoreDataError.entityNameErrorKey: entity.name])
+            }
+        }
         let rest = parts.joined(separator: ".")
         switch head {
         case nil: return nil
         case let object as ManagedObject: return try object.value(forKeyPath: rest)
         case let set as Set<ManagedObject>: return try set.map { try $0.value(forKeyPath: rest) ?? NSNull() }
         case let array as [ManagedObject]: return try array.map { try $0.value(forKeyPath: rest) ?? NSNull() }
-        default: throw unknownKey(keyPath)
+        case let value?:
+            if parts.count == 1, let length = KeyPathResolver.length(of: value, key: parts[0]) { return length }
+            throw unknownKey(keyPath)
         }
     }
 
@@ -316,6 +344,7 @@ extension ManagedObject {
         case nil: return []
         case let array as [ManagedObject]: return array
         case let set as Set<ManagedObject>: return Array(set)
+        case let view as MutableRelationshipSet: return try? view.allObjects()
         case let sequence as [Any]: return sequence.compactMap { $0 as? ManagedObject }.count == sequence.count ? sequence.map { $0 as! ManagedObject } : nil
         default:
             let mirror = Mirror(reflecting: value!)

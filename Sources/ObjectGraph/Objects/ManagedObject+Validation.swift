@@ -30,11 +30,16 @@ extension ManagedObject {
         } else if let rel = layout.slotRelationships[slot] {
             let key = rel.name
             if rel.isToMany {
+                // Apple (NSRelationshipDescription, "Cardinality"): "The counts
+                // are only enforced if the relationship value in the containing
+                // object is not nil. That is, optional relationships may have
+                // zero objects in the relationship, which might be less than
+                // the minimum count." A to-many is never nil (an empty set), so
+                // optionality alone asks for no member: an empty non-optional
+                // to-many with minimum count 0 is valid (RD-06).
                 let count = ManagedObject.objects(in: value)?.count ?? 0
-                if count == 0 && !rel.isOptional && rel.minCount == 0 {
-                    throw validationError(.validationMissingMandatoryProperty, key, value, "\(entity.name).\(key) must have at least one member")
-                }
-                if count < rel.minCount {
+                let countsEnforced = count > 0 || !rel.isOptional
+                if countsEnforced && count < rel.minCount {
                     throw validationError(.validationRelationshipLacksMinimumCount, key, value, "\(entity.name).\(key) has \(count) members; at least \(rel.minCount) required")
                 }
                 if rel.maxCount > 0 && count > rel.maxCount {

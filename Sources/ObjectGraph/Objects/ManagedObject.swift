@@ -156,6 +156,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         self.rawStorage = PropertyValues(layout: layout)
         self.rawCommitted = PropertyValues(layout: layout)
         if let context {
+            // Trap kept (issue 28 audit): an abstract or foreign entity, which Core Data raises on (MOD-05, OBJ-05).
             do { try context.insertChecked(self) } catch { preconditionFailure("ObjectGraph: \(error)") }
         }
     }
@@ -296,8 +297,16 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Without `awake`, the caller calls `awakeFromFetch` itself later.
     func load(values: PropertyValues, version: Int64, context: ManagedObjectContext, awake: Bool = true) {
         faultingState = 1
-        rawStorage = values
-        rawCommitted = values
+        if layout.transientDefaults.isEmpty {
+            rawStorage = values
+        } else {
+            // Transients start at their defaults, as on insert; both copies
+            // still share one array.
+            var withDefaults = values
+            for (slot, value) in layout.transientDefaults { withDefaults[slot: slot] = value }
+            rawStorage = withDefaults
+        }
+        rawCommitted = rawStorage
         storageGeneration &+= 1
         toOnesPending = layout.hasToOnes ? Self.storageToOnesPending | Self.committedToOnesPending : 0
         changedSlots = SlotSet()

@@ -162,6 +162,7 @@ open class PersistentStore {
     func incompatibleVersionHashError(differing: [String] = [], metadata: [String: Any]? = nil) -> CoreDataError {
         let place = url.map { " at \($0.path)" } ?? ""
         var info: [String: Any] = url.map { [CoreDataError.filePathErrorKey: $0.path] } ?? [:]
+        info[CoreDataError.reasonErrorKey] = CoreDataError.MigrationReason.incompatibleModel
         if !differing.isEmpty { info[CoreDataError.mismatchedVersionHashesErrorKey] = ["": differing] }
         if let metadata { info[CoreDataError.storeMetadataErrorKey] = metadata }
         let detail = differing.isEmpty ? "" : "; version hashes differ for \(differing.joined(separator: ", "))"

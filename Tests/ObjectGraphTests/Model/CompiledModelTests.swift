@@ -257,8 +257,12 @@ import Testing
         request.includesSubentities = false
         let seniors = FetchedPropertyDescription(name: "seniors", fetchRequest: request)
         employee.properties = employee.directProperties + [works]
-        department.properties = [staff, seniors]
-        department.uniquenessConstraints = [["seniors"]]
+        // A uniqueness constraint names stored properties (a fetched
+        // property is refused by validation); a compound one keeps its order.
+        let code = AttributeDescription(name: "code", type: .string)
+        let region = AttributeDescription(name: "region", type: .string)
+        department.properties = [code, region, staff, seniors]
+        department.uniquenessConstraints = [["region", "code"]]
         employee.indexes = [FetchIndexDescription(name: "bySalary", elements: [
             FetchIndexElementDescription(propertyName: "salary", isAscending: false),
             FetchIndexElementDescription(propertyName: "level", collationType: .rTree),

@@ -44,14 +44,16 @@ import Testing
     }
 
     @Test func minimumCountIs1580() throws {
+        // RD-06 (b): a non-empty optional to-many below its minimum; an empty
+        // optional one is exempt (Apple's cardinality rule, ToManyCountValidationTests).
         let model = ReferenceModel.make()
-        model.entitiesByName["Department"]!.relationshipsByName["employees"]!.minCount = 1
+        model.entitiesByName["Department"]!.relationshipsByName["employees"]!.minCount = 2
         let (_, context) = try Company.stack(model: model)
         try context.performAndWait {
             let d = try Company.department(context, "Sales")
+            _ = try Company.employee(context, "Ada", "Lovelace", in: d)
             let error = #expect(throws: CoreDataError.self) { try context.save() }
             #expect(error?.code == .validationRelationshipLacksMinimumCount)
-            _ = d
         }
     }
 

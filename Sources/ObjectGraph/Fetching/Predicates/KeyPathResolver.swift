@@ -67,7 +67,18 @@ enum KeyPathResolver {
             guard let v = d[AnyHashable(key)] else { throw PredicateEvaluator.unknownKey(key, in: path, on: object) }
             return v
         }
+        if let length = length(of: object, key: key) { return length }
         throw PredicateEvaluator.unknownKey(key, in: path, on: object)
+    }
+
+    /// `length` of a string or data value, as key-value coding answers it on
+    /// Foundation's `NSString` (UTF-16 code units) and `NSData` (bytes), so
+    /// `name.length > 0` reads as it does in Core Data; nil for anything else.
+    static func length(of object: Any, key: String) -> Int? {
+        guard key == "length" else { return nil }
+        if let string = object as? String { return string.utf16.count }
+        if let data = object as? Data { return data.count }
+        return nil
     }
 
     static func isKeyedContainer(_ value: Any) -> Bool {

@@ -93,7 +93,8 @@ extension ManagedObjectModel {
                             "\(storeURL.path): no version of \(bundleURL.path) fits the store"
                             + (ourHashes ? "" : " (its version hashes are Apple's, so versions were compared by schema)")
                             + ":\n" + reasons.joined(separator: "\n"),
-                            userInfo: [CoreDataError.filePathErrorKey: storeURL.path])
+                            userInfo: [CoreDataError.filePathErrorKey: storeURL.path,
+                                       CoreDataError.reasonErrorKey: CoreDataError.MigrationReason.incompatibleModel])
     }
 
     /// Every version of a bundle with its name, and the current version's

@@ -50,6 +50,7 @@ extension SQLiteStore {
         }
         switch outcome {
         case .inPlace(let plan):
+            try checkMandatoryDestinationValues(db, url: url, source: source, destination: destination, mapping: mappingModel)
             try migrateInPlace(db, url: url, plan: plan, destination: destination, manager: manager)
         case .copy:
             try migrateByCopying(db, url: url, options: options, mappingModel: mappingModel, manager: manager)
@@ -88,6 +89,65 @@ extension SQLiteStore {
             throw MigrationManager.wrap(error, .migration, "migrating the store at \(url.path) in place failed, nothing was changed", path: url.path)
         }
         succeeded = true
+    }
+
+    /// Core Data's check before it migrates in place: each object must get
+    /// a value for every required attribute (without a default) and to-one,
+    /// and members for a to-many with a minimum count, or the migration fails
+    /// with 134110 ("Cannot migrate store in-place: Validation error missing
+    /// attribute values on mandatory destination …") and nothing changes.
+    /// Under a SQL plan an object's value is its source value (copied or
+    /// looked up) or nothing (a new property), so the rows tell: a query per
+    /// required property of an entity that has rows.
+    private static func checkMandatoryDestinationValues(_ db: SQLiteConnection, url: URL, source: ManagedObjectModel, destination: ManagedObjectModel, mapping: MappingModel) throws {
+        var fileNumbers: [String: Int] = [:]
+        for row in try db.query("SELECT Z_ENT, Z_NAME FROM Z_PRIMARYKEY") {
+            if let number = row[0].int64Value, let name = row[1].stringValue { fileNumbers[name] = Int(number) }
+        }
+        let schema = try SQLiteSchema(model: source, configurationName: nil, entityNumbers: fileNumbers)
+        for entityMapping in mapping.entityMappings where entityMapping.mappingType == .copy || entityMapping.mappingType == .transform {
+            guard let sourceEntity = entityMapping.sourceEntityName.flatMap({ source.entitiesByName[$0] }),
+                  let destinationEntity = entityMapping.destinationEntityName.flatMap({ destination.entitiesByName[$0] }),
+                  let rows = schema.entity(named: sourceEntity.name) else { continue }
+            // The mapping's instances: the source entity's own rows (the default source expression).
+            func exists(_ condition: String?) throws -> Bool {
+                let sql = "SELECT 1 FROM \(rows.tableName) WHERE Z_ENT = \(rows.number)\(condition.map { " AND \($0)" } ?? "") LIMIT 1"
+                return !(try db.query(sql).isEmpty)
+            }
+            guard try exists(nil) else { continue }
+            for property in destinationEntity.properties where !property.isTransient {
+                let lacking: Bool
+                if let attribute = property as? AttributeDescription {
+                    guard !attribute.isOptional, attribute.defaultValue == nil else { continue }
+                    if let key = entityMapping.attributeMappings.first(where: { $0.name == attribute.name })?.copiedSourceKey {
+                        guard let column = rows.columnsByProperty[key] else { continue }
+                        lacking = try exists("\(column) IS NULL")
+                    } else {
+                        lacking = true
+                    }
+                } else if let rel = property as? RelationshipDescription {
+                    let looked = entityMapping.relationshipMappings.first(where: { $0.name == rel.name })?.lookedUpSourceRelationship
+                    if rel.isToMany {
+                        // Members carried over from the source are counted by the destination's validation.
+                        guard rel.minCount > 0, looked == nil else { continue }
+                        lacking = true
+                    } else {
+                        guard !rel.isOptional else { continue }
+                        if let key = looked {
+                            guard sourceEntity.relationshipsByName[key]?.isToMany == false, let column = rows.columnsByProperty[key] else { continue }
+                            lacking = try exists("\(column) IS NULL")
+                        } else {
+                            lacking = true
+                        }
+                    }
+                } else {
+                    continue
+                }
+                if lacking {
+                    throw MigrationManager.mandatoryValueError(entity: destinationEntity.name, property: property, sourceURL: url, destinationURL: url, inPlace: true)
+                }
+            }
+        }
     }
 
     private static func dropUnwantedIndexes(_ db: SQLiteConnection, plan: SQLiteMigrationPlan) throws {

@@ -153,7 +153,9 @@ public final class SQLiteStore: PersistentStore {
         let path = url.path
         let attributes = try? FileManager.default.attributesOfItem(atPath: path)
         let size = (attributes?[.size] as? NSNumber)?.intValue ?? 0
-        if attributes != nil && size > 0 {
+        if isInMemoryDatabase {
+            try createNew(url: url)
+        } else if attributes != nil && size > 0 {
             try openExisting(url: url)
         } else {
             if isReadOnly {
@@ -193,11 +195,30 @@ public final class SQLiteStore: PersistentStore {
         try loadHistory(db, schema: fileSchema)
     }
 
+    /// True for a store at `/dev/null`: Core Data's idiom for a throw-away
+    /// SQLite store (tests, previews) keeps the database in memory, SQLite's
+    /// `:memory:`, gone when the store closes. Each such store is a database
+    /// of its own; large binary values stay in their rows (there is no
+    /// folder beside the file for external storage).
+    ///
+    /// ```swift
+    /// try coordinator.addPersistentStore(ofType: SQLiteStore.storeType, at: URL(fileURLWithPath: "/dev/null"))
+    /// ```
+    public var isInMemoryDatabase: Bool { url?.isFileURL == true && url?.path == Self.inMemoryDatabasePath }
+
+    /// The path Core Data opens as an in-memory SQLite database.
+    public static let inMemoryDatabasePath = "/dev/null"
+
     private func createNew(url: URL) throws {
-        try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+        let inMemory = isInMemoryDatabase
+        if !inMemory {
+            try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+        }
         let newSchema = try SQLiteSchema(model: model, configurationName: configurationName)
-        let existedBefore = FileManager.default.fileExists(atPath: url.path)
-        let db = try Self.openWrappingErrors(path: url.path, mode: .readWriteCreate, busyTimeout: timeout)
+        let existedBefore = inMemory || FileManager.default.fileExists(atPath: url.path)
+        // Opening /dev/null itself fails at the first write (`journal_mode=WAL`
+        // gives SQLITE_IOERR): the file cannot hold a database.
+        let db = try Self.openWrappingErrors(path: inMemory ? ":memory:" : url.path, mode: .readWriteCreate, busyTimeout: timeout)
         let newMetadata = SQLiteMetadata.newMetadata(model: model, configurationName: configurationName, storeUUID: identifier)
         do {
             try storeOptions.applyPragmas(to: db, writable: true)
@@ -932,7 +953,7 @@ public final class SQLiteStore: PersistentStore {
         let previous = previousExternalColumns[attribute.name]
         let previousFile = externalFile(of: previous)
         let framed: Data
-        if bytes.count <= Self.externalBinaryDataThreshold {
+        if bytes.count <= Self.externalBinaryDataThreshold || isInMemoryDatabase {
             framed = SQLiteValueCodec.ExternalBinaryFrame.inline(bytes).encoded
         } else if let previous, let previousFile,
                   (try? FileManager.default.attributesOfItem(atPath: previousFile.path)[.size] as? NSNumber)?.intValue == bytes.count,
