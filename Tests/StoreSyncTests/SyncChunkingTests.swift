@@ -30,6 +30,7 @@ import Testing
             stateReadsLeft = stateReads
         }
 
+        var displayName: String { inner.displayName }
         // The embedded hub's own transaction scope, so a crash inside it rolls back what it committed.
         func transaction<T>(_ body: () throws -> T) throws -> T { try inner.transaction(body) }
         var takesTransactionsInParts: Bool { inner.takesTransactionsInParts }

@@ -20,6 +20,7 @@ public final class EmbeddedHub: SyncHub {
     static let author = "storesync"
 
     public let url: URL
+    public var displayName: String { "the hub \(url.path)" }
     let coordinator: PersistentStoreCoordinator
     let store: PersistentStore
     let access: GraphAccess

@@ -93,6 +93,8 @@ public struct HubBatch: @unchecked Sendable {
 /// embedded hub is an ObjectGraph SQLite store (`EmbeddedHub`); a hub in a
 /// database server implements the same protocol.
 public protocol SyncHub: AnyObject {
+    /// How messages name the hub ("the hub /var/lib/storesync/notes/hub.sqlite").
+    var displayName: String { get }
     /// Runs `body`, whose hub reads and commits decide together (a pull's
     /// chunk: read the hub's changes and states, settle, commit), as one
     /// hub transaction. A hub shared by several processes (PostgreSQL) runs
@@ -160,15 +162,15 @@ extension SyncHub {
     /// One writer: the hub only changes by the caller's own commits.
     public func snapshot<T>(_ body: () throws -> T) throws -> T { try body() }
 
+    public var displayName: String { "the hub" }
+
     /// Every change after `position`, read page by page.
     public func changes(after position: Int64) throws -> [HubChange] {
         var out: [HubChange] = []
-        var from = position
-        while true {
-            let page = try changes(after: from, excludingOrigin: nil, changeLimit: 10_000)
-            out += page.changes
-            if page.through == from { return out }
-            from = page.through
+        try forEachChangePage(after: position, excludingOrigin: nil, changeLimit: 10_000) { page in
+            out += page
+            return true
         }
+        return out
     }
 }

@@ -42,6 +42,7 @@ public final class PostgreSQLHub: SyncHub {
     /// The NOTIFY channel every commit notifies; the payload is "<host> <position>",
     /// so a daemon can tell its own commits from other hosts'.
     public var notificationChannel: String { schema.name }
+    public var displayName: String { "the PostgreSQL hub of group \(group) (schema \(schema.name))" }
 
     /// Opens (creating the schema of) the hub of `group` in the database `conninfo` names.
     /// - Throws: 134060 for a group name that cannot name a schema, or a
