@@ -16,6 +16,11 @@ import Testing
 /// is printed. `scripts/sync-crash N [SEED]` runs any number.
 @Suite struct SyncCrashTests {
     static let stores = 3
+    /// Saves per writer: what is written is bounded whatever the machine's
+    /// load (writers running until the kills end wrote more the slower the
+    /// machine, and the run grew with it); kills after the writers stop
+    /// still land in pulls and pushes of the backlog.
+    static let saves = Int(ProcessInfo.processInfo.environment["STORESYNC_CRASH_SAVES"] ?? "") ?? 150
 
     static func configuration(_ directory: URL) -> SyncGroupConfiguration {
         let stores = (1...Self.stores).map {
@@ -49,10 +54,11 @@ import Testing
         var rng = WorkloadRandom(seed: seed)
         var writers = try (1...Self.stores).map { index in
             try WriterProcess(name: "w\(index)", storeName: "s\(index)", store: stores[index - 1].1, model: model, log: logs[index - 1],
-                              seed: rng.next(), arguments: ["--pause", "10-40"])
+                              seed: rng.next(), arguments: ["--pause", "10-40", "--saves", "\(Self.saves)"])
         }
         writers.append(try WriterProcess(name: "x1", storeName: "s1", store: stores[0].1, model: model, log: logs[Self.stores], seed: rng.next(),
-                                         arguments: ["--raw-sql", "--max-changes", "\(3 * (chunk > 0 ? chunk : 20))", "--pause", "20-60"]))
+                                         arguments: ["--raw-sql", "--max-changes", "\(3 * (chunk > 0 ? chunk : 20))", "--pause", "20-60",
+                                                     "--saves", "\(Self.saves / 2)"]))
 
         for kill in 0..<kills {
             let path = directory.path, delay = Int.random(in: 5...120, using: &rng)
