@@ -137,6 +137,7 @@ struct SyncRandom: RandomNumberGenerator {
         let apps = try urls.map { try SyncFixtures.app($0) }
         var context = "seed \(String(seed, radix: 16)), \(kind.rawValue) hub, policies \(policies.map(\.rawValue))"
         if let chunk { context += ", chunk \(chunk)" }
+        context += ", files in \(directory.path)"
         var raw: [RawSQLWriter] = []
         if rawWriters {
             for n in 1...Int.random(in: 1...2, using: &rng) {
@@ -181,24 +182,31 @@ struct SyncRandom: RandomNumberGenerator {
             resolved += conflicts.count
         }
         try group.runUntilIdle()
-        #expect(try group.conflicts().isEmpty, "\(context)")
-        for status in try group.status() { #expect(status.lastError == nil, "\(context): \(status.name): \(status.lastError ?? "")") }
-        for invented in try CommittedValues.inventedValues(hub: group.hub, stores: urls) { Issue.record("\(context): \(invented)") }
+        // Every problem is recorded; a clean run's files are removed, a failing one's kept (their path is in `context`).
+        var clean = true
+        func fail(_ message: String) {
+            clean = false
+            Issue.record(Comment(rawValue: "\(context): \(message)"))
+        }
+        defer { if clean { try? FileManager.default.removeItem(at: directory) } }
+        if !(try group.conflicts().isEmpty) { fail("conflicts left") }
+        for status in try group.status() where status.lastError != nil { fail("\(status.name): \(status.lastError ?? "")") }
+        for invented in try CommittedValues.inventedValues(hub: group.hub, stores: urls) { fail(invented) }
         for writer in raw where writer.failedSaves > 0 { print("\(context): raw writer \(writer.name): \(writer.failedSaves) failed (\(writer.lastError ?? ""))") }
         if !raw.isEmpty {
             let report = try WorkloadCheck.run(model: SyncFixtures.model(), stores: urls.enumerated().map { ("s\($0.offset + 1)", $0.element) },
                                                hub: group.hub, logs: raw.map { directory.appendingPathComponent("\($0.name).log") },
                                                onlyWritersObjects: true)
-            #expect(report.saves > 0, "\(context): the raw writers committed nothing")
-            #expect(report.isClean, "\(context): \(report.summary)\n\(report.json)")
+            if report.saves == 0 { fail("the raw writers committed nothing") }
+            if !report.isClean { fail("\(report.summary)\n\(report.json)") }
         }
         guard kind == .embedded else {
             // The verifier reads the embedded hub's file; any other hub is compared through SyncHub.
             let compared = try SyncFixtures.differences(hub: group.hub, stores: urls)
             try group.close()
-            #expect(compared.hubObjects > 0, "\(context): nothing was written")
+            if compared.hubObjects == 0 { fail("nothing was written") }
             print("sync seed \(String(seed, radix: 16)) (\(kind.rawValue)): \(compared.hubObjects) objects, \(resolved) conflicts resolved")
-            for difference in compared.differences { Issue.record("\(context): \(difference)") }
+            for difference in compared.differences { fail(difference) }
             return
         }
         try group.close()
@@ -206,9 +214,9 @@ struct SyncRandom: RandomNumberGenerator {
         // Every store holds the hub's objects, values and relationships (by
         // global identifier): the verifier storesyncctl verify runs.
         let verification = try SyncVerifier(configuration: group.configuration).verify()
-        #expect(verification.hubObjects > 0, "\(context): nothing was written")
+        if verification.hubObjects == 0 { fail("nothing was written") }
         print("sync seed \(String(seed, radix: 16)): \(verification.hubObjects) objects, \(resolved) conflicts resolved")
-        for difference in verification.differences { Issue.record("\(context): \(difference)") }
+        for difference in verification.differences { fail("\(difference)") }
     }
 
     @Test(arguments: seeds)

@@ -97,12 +97,16 @@ extension SyncGroup {
             member.context.name = "push:\(run.hubPosition)"
             try member.access.load(objects + objects.compactMap { states[$0] }.flatMap { ObjectState.references($0.values) })
             var objects = objects, states = states
-            try writeRelatedObjectsOfDeletes(member, &objects, &states, excluded: run.held)
+            let relatedToDeletes = try writeRelatedObjectsOfDeletes(member, &objects, &states, excluded: run.held)
             // In identifier-text order; each text made once, not per comparison.
             var ordered = objects.map { ($0.uuidString, $0) }.sorted { $0.0 < $1.0 }.map(\.1)
             if postponing {
-                let waiting = try forwardReferences(ordered, states, member.access)
+                var waiting = try forwardReferences(ordered, states, member.access)
                 if !waiting.isEmpty {
+                    // A delete whose related object waits waits with it: deleted
+                    // now, its delete rule would change that object here, before
+                    // the object's own write at the end.
+                    for (deleted, related) in relatedToDeletes where !related.isDisjoint(with: waiting.keys) { waiting[deleted] = [] }
                     run.postponed.merge(waiting) { $1 }
                     run.again += ordered.filter { waiting[$0] != nil }
                     ordered.removeAll { waiting[$0] != nil }
@@ -119,7 +123,7 @@ extension SyncGroup {
             for gid in ordered {
                 guard let state = states[gid], let object = try member.access.object(gid) else { continue }
                 member.access.clearMissedReference()
-                try member.access.apply(state.values, to: object)
+                try member.access.apply(state.values, to: object, membersFromTheirOwnSide: true)
                 if member.access.missedReference { run.again.append(gid) }
             }
             try member.context.save()
@@ -158,26 +162,33 @@ extension SyncGroup {
     /// here when the hub deleted them too. The push comes to that anyway:
     /// it runs only when the hub has every change of the store, so the hub's
     /// states are what the store must end with.
+    /// Returns the related objects of each object the page deletes (by identifier).
+    @discardableResult
     func writeRelatedObjectsOfDeletes(_ member: Member, _ objects: inout [UUID], _ states: inout [UUID: ObjectState],
-                                              excluded: Set<UUID>) throws {
-        var deleted: [ManagedObject] = []
+                                      excluded: Set<UUID>) throws -> [UUID: Set<UUID>] {
+        var deleted: [(UUID, ManagedObject)] = []
         for gid in objects where states[gid] == nil {
-            if let object = try member.access.object(gid) { deleted.append(object) }
+            if let object = try member.access.object(gid) { deleted.append((gid, object)) }
         }
-        guard !deleted.isEmpty else { return }
+        guard !deleted.isEmpty else { return [:] }
         let inPage = Set(objects)
         var related: [UUID] = []
-        for object in try member.access.relatedObjects(of: deleted) where !object.isDeleted {
-            guard let id = try member.access.globalIdentifier(of: object), !inPage.contains(id), !excluded.contains(id) else { continue }
-            related.append(id)
+        var byDeleted: [UUID: Set<UUID>] = [:]
+        for ((gid, _), objects) in zip(deleted, try member.access.relatedObjectsByObject(of: deleted.map(\.1))) {
+            for object in objects where !object.isDeleted {
+                guard let id = try member.access.globalIdentifier(of: object), !excluded.contains(id) else { continue }
+                byDeleted[gid, default: []].insert(id)
+                if !inPage.contains(id) { related.append(id) }
+            }
         }
-        guard !related.isEmpty else { return }
+        guard !related.isEmpty else { return byDeleted }
         let hubStates = try hubStates(Array(Set(related)))
         for id in Set(related) {
             objects.append(id)
             states[id] = hubStates[id]
         }
         try member.access.load(hubStates.values.flatMap { ObjectState.references($0.values) })
+        return byDeleted
     }
 
     /// A membership written whole (`.members`) leaves out the members the

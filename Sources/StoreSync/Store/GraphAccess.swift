@@ -92,15 +92,22 @@ final class GraphAccess {
     /// their identifiers asked in one call (`globalIdentifier(of:)` then
     /// answers from memory).
     func relatedObjects(of objects: [ManagedObject]) throws -> [ManagedObject] {
-        var related: [ManagedObject] = []
+        try relatedObjectsByObject(of: objects).flatMap(\.self)
+    }
+
+    /// The same, object by object (in the order of `objects`).
+    func relatedObjectsByObject(of objects: [ManagedObject]) throws -> [[ManagedObject]] {
+        var out: [[ManagedObject]] = []
         for object in objects {
+            var related: [ManagedObject] = []
             for case let rel as RelationshipDescription in object.entity.properties where !rel.isTransient {
                 let value = try object.value(forKey: rel.name)
                 related += (value as? ManagedObject).map { [$0] } ?? (value as? [ManagedObject]) ?? (value as? Set<ManagedObject>).map(Array.init) ?? []
             }
+            out.append(related)
         }
-        try learnGlobalIdentifiers(of: related)
-        return related
+        try learnGlobalIdentifiers(of: out.flatMap(\.self))
+        return out
     }
 
     /// Asks the identifiers of the objects not known yet in one call, so
@@ -143,7 +150,13 @@ final class GraphAccess {
     /// not hold is left out. A change of a to-many kept through its inverse
     /// to-one comes with the members' own to-one changes and is not applied
     /// twice (only the positions of an ordered one).
-    func apply(_ values: [String: SyncValue], to object: ManagedObject) throws {
+    ///
+    /// `membersFromTheirOwnSide`: a complete membership of an unordered
+    /// to-many whose inverse is a to-one is left to the members' own to-ones
+    /// (a push writes every member whose to-one changed, in its own state):
+    /// written from the owner too, a member would be moved by the owner's
+    /// save and written again by its own, two writes for one hub change.
+    func apply(_ values: [String: SyncValue], to object: ManagedObject, membersFromTheirOwnSide: Bool = false) throws {
         for (name, value) in values {
             guard let property = object.entity.propertiesByName[name], !property.isTransient else { continue }
             let rel = property as? RelationshipDescription
@@ -162,6 +175,7 @@ final class GraphAccess {
                 // resolution, overwrite) is applied even when the inverse to-ones
                 // keep it: the members' own states may not travel with it.
                 guard let rel, rel.isToMany else { continue }
+                if membersFromTheirOwnSide && !rel.isOrdered && rel.inverseRelationship.map({ !$0.isToMany }) == true { continue }
                 let members = try gids.compactMap(self.object)
                 if members.count != gids.count { missedReference = true }
                 try object.setValue(rel.isOrdered ? members as Any : Set(members) as Any, forKey: name)
