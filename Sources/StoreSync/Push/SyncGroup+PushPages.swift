@@ -98,6 +98,7 @@ extension SyncGroup {
             try member.access.load(objects + objects.compactMap { states[$0] }.flatMap { ObjectState.references($0.values) })
             var objects = objects, states = states
             let relatedToDeletes = try writeRelatedObjectsOfDeletes(member, &objects, &states, excluded: run.held)
+            try writeMembersMovedByMemberships(member, &objects, &states, excluded: run.held)
             // In identifier-text order; each text made once, not per comparison.
             var ordered = objects.map { ($0.uuidString, $0) }.sorted { $0.0 < $1.0 }.map(\.1)
             if postponing {
@@ -123,7 +124,7 @@ extension SyncGroup {
             for gid in ordered {
                 guard let state = states[gid], let object = try member.access.object(gid) else { continue }
                 member.access.clearMissedReference()
-                try member.access.apply(state.values, to: object, membersFromTheirOwnSide: true)
+                try member.access.apply(state.values, to: object)
                 if member.access.missedReference { run.again.append(gid) }
             }
             try member.context.save()
@@ -189,6 +190,42 @@ extension SyncGroup {
         }
         try member.access.load(hubStates.values.flatMap { ObjectState.references($0.values) })
         return byDeleted
+    }
+
+    /// A membership written whole (`.members`) of a to-many kept by its
+    /// members' to-ones moves members in or out: their rows change in this
+    /// save. Their own states may come in a later page of the push, a second
+    /// write of them for one hub change. So the members it moves (present in
+    /// the store, not held) are written in this save with their hub state
+    /// (deleted, when the hub no longer has them); the later page then
+    /// writes them unchanged.
+    func writeMembersMovedByMemberships(_ member: Member, _ objects: inout [UUID], _ states: inout [UUID: ObjectState],
+                                        excluded: Set<UUID>) throws {
+        let inPage = Set(objects)
+        var moved = Set<UUID>()
+        for gid in objects {
+            guard let state = states[gid], let entity = configuration.model.entitiesByName[state.entityName] else { continue }
+            // An owner the page inserts has no members in the store yet.
+            let owner = try member.access.object(gid)
+            for (name, value) in state.values {
+                guard case .members(let listed) = value, let rel = entity.propertiesByName[name] as? RelationshipDescription,
+                      rel.isToMany, rel.inverseRelationship.map({ !$0.isToMany }) == true else { continue }
+                let current = try owner?.value(forKey: name)
+                let members = ((current as? [ManagedObject]) ?? (current as? Set<ManagedObject>).map(Array.init) ?? []).filter { !$0.isDeleted }
+                try member.access.learnGlobalIdentifiers(of: members)
+                let now = Set(try members.compactMap(member.access.globalIdentifier(of:)))
+                for id in now.symmetricDifference(listed) where !inPage.contains(id) && !excluded.contains(id) {
+                    if try member.access.object(id) != nil { moved.insert(id) }
+                }
+            }
+        }
+        guard !moved.isEmpty else { return }
+        let hubStates = try hubStates(Array(moved))
+        for id in moved {
+            objects.append(id)
+            states[id] = hubStates[id]
+        }
+        try member.access.load(hubStates.values.flatMap { ObjectState.references($0.values) })
     }
 
     /// A membership written whole (`.members`) leaves out the members the

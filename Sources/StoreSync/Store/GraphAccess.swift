@@ -150,13 +150,7 @@ final class GraphAccess {
     /// not hold is left out. A change of a to-many kept through its inverse
     /// to-one comes with the members' own to-one changes and is not applied
     /// twice (only the positions of an ordered one).
-    ///
-    /// `membersFromTheirOwnSide`: a complete membership of an unordered
-    /// to-many whose inverse is a to-one is left to the members' own to-ones
-    /// (a push writes every member whose to-one changed, in its own state):
-    /// written from the owner too, a member would be moved by the owner's
-    /// save and written again by its own, two writes for one hub change.
-    func apply(_ values: [String: SyncValue], to object: ManagedObject, membersFromTheirOwnSide: Bool = false) throws {
+    func apply(_ values: [String: SyncValue], to object: ManagedObject) throws {
         for (name, value) in values {
             guard let property = object.entity.propertiesByName[name], !property.isTransient else { continue }
             let rel = property as? RelationshipDescription
@@ -175,7 +169,6 @@ final class GraphAccess {
                 // resolution, overwrite) is applied even when the inverse to-ones
                 // keep it: the members' own states may not travel with it.
                 guard let rel, rel.isToMany else { continue }
-                if membersFromTheirOwnSide && !rel.isOrdered && rel.inverseRelationship.map({ !$0.isToMany }) == true { continue }
                 let members = try gids.compactMap(self.object)
                 if members.count != gids.count { missedReference = true }
                 try object.setValue(rel.isOrdered ? members as Any : Set(members) as Any, forKey: name)
