@@ -97,8 +97,17 @@ extension SyncGroup {
             member.context.name = "push:\(run.hubPosition)"
             try member.access.load(objects + objects.compactMap { states[$0] }.flatMap { ObjectState.references($0.values) })
             var objects = objects, states = states
-            let relatedToDeletes = try writeRelatedObjectsOfDeletes(member, &objects, &states, excluded: run.held)
-            try writeMembersMovedByMemberships(member, &objects, &states, excluded: run.held)
+            // What these two add can be deletes and memberships in turn (a
+            // record deleted with its folder, which the hub deleted too, and
+            // the folder's other records): until nothing more is added.
+            var relatedToDeletes: [UUID: Set<UUID>] = [:]
+            var from = 0
+            while from < objects.count {
+                let end = objects.count
+                relatedToDeletes.merge(try writeRelatedObjectsOfDeletes(member, &objects, &states, from: from, excluded: run.held)) { $0.union($1) }
+                try writeMembersMovedByMemberships(member, &objects, &states, from: from, until: end, excluded: run.held)
+                from = end
+            }
             // In identifier-text order; each text made once, not per comparison.
             var ordered = objects.map { ($0.uuidString, $0) }.sorted { $0.0 < $1.0 }.map(\.1)
             if postponing {
@@ -107,7 +116,15 @@ extension SyncGroup {
                     // A delete whose related object waits waits with it: deleted
                     // now, its delete rule would change that object here, before
                     // the object's own write at the end.
-                    for (deleted, related) in relatedToDeletes where !related.isDisjoint(with: waiting.keys) { waiting[deleted] = [] }
+                    // A chain of deletes (a record, its folder, the folder's records) waits whole.
+                    var grew = true
+                    while grew {
+                        grew = false
+                        for (deleted, related) in relatedToDeletes where waiting[deleted] == nil && !related.isDisjoint(with: waiting.keys) {
+                            waiting[deleted] = []
+                            grew = true
+                        }
+                    }
                     run.postponed.merge(waiting) { $1 }
                     run.again += ordered.filter { waiting[$0] != nil }
                     ordered.removeAll { waiting[$0] != nil }
@@ -166,9 +183,9 @@ extension SyncGroup {
     /// Returns the related objects of each object the page deletes (by identifier).
     @discardableResult
     func writeRelatedObjectsOfDeletes(_ member: Member, _ objects: inout [UUID], _ states: inout [UUID: ObjectState],
-                                      excluded: Set<UUID>) throws -> [UUID: Set<UUID>] {
+                                      from: Int = 0, excluded: Set<UUID>) throws -> [UUID: Set<UUID>] {
         var deleted: [(UUID, ManagedObject)] = []
-        for gid in objects where states[gid] == nil {
+        for gid in objects[from...] where states[gid] == nil {
             if let object = try member.access.object(gid) { deleted.append((gid, object)) }
         }
         guard !deleted.isEmpty else { return [:] }
@@ -200,10 +217,10 @@ extension SyncGroup {
     /// (deleted, when the hub no longer has them); the later page then
     /// writes them unchanged.
     func writeMembersMovedByMemberships(_ member: Member, _ objects: inout [UUID], _ states: inout [UUID: ObjectState],
-                                        excluded: Set<UUID>) throws {
+                                        from: Int = 0, until: Int? = nil, excluded: Set<UUID>) throws {
         let inPage = Set(objects)
         var moved = Set<UUID>()
-        for gid in objects {
+        for gid in objects[from..<(until ?? objects.count)] {
             guard let state = states[gid], let entity = configuration.model.entitiesByName[state.entityName] else { continue }
             // An owner the page inserts has no members in the store yet.
             let owner = try member.access.object(gid)
