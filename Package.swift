@@ -127,7 +127,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
             ],
-            swiftSettings: swift5
+            swiftSettings: []
         ),
         // The control socket's wire format (one JSON object per line) and a
         // blocking client: shared by storesyncd (server) and storesyncctl
@@ -135,7 +135,7 @@ let package = Package(
         .target(
             name: "StoreSyncControl",
             dependencies: [],
-            swiftSettings: swift5
+            swiftSettings: []
         ),
         .executableTarget(
             name: "storesyncctl",
