@@ -8,7 +8,13 @@
 ///
 /// What it must not touch: the sync daemon (`StoreSync`, `storesyncd`) and any
 /// event loop. ObjectGraph is a library a Core Data user links on its own.
-public enum ObjectGraph {
+///
+/// The enum is not named `ObjectGraph`: a public type named like its module
+/// shadows the module, so `ObjectGraph.Managed` (needed when an app's own
+/// `Managed` protocol hides the wrapper) would look inside the enum and fail.
+///
+///     print(ObjectGraphLibrary.version)   // "0.1.0"
+public enum ObjectGraphLibrary {
     /// The library's version, not Apple's framework number (CONST-VN-01).
     public static let version = "0.1.0"
 }

@@ -42,6 +42,15 @@ public final class ManagedObjectContext: NSLocking {
         }
     }
 
+    /// True: saves of other contexts on the same coordinator (this
+    /// context's parent store) are merged into this one on its queue, as
+    /// Core Data's `automaticallyMergesChangesFromParent` (see
+    /// `ManagedObjectContext+AutomaticMerging.swift`). False by default.
+    @exclusivity(unchecked) public var automaticallyMergesChangesFromParent = false {
+        didSet { if oldValue != automaticallyMergesChangesFromParent { updateAutomaticMerging() } }
+    }
+    @exclusivity(unchecked) var automaticMergeObserver: NSObjectProtocol?
+
     /// Global identifiers given to inserted objects, written at their save.
     var assignedGlobalIdentifiers: [ManagedObject: UUID] = [:]
 
@@ -176,6 +185,7 @@ public final class ManagedObjectContext: NSLocking {
 
     deinit {
         if let storesObserver { NotificationCenter.default.removeObserver(storesObserver) }
+        if let automaticMergeObserver { NotificationCenter.default.removeObserver(automaticMergeObserver) }
         // Objects hold their context unretained (see `Unretained`):
         // each one this context still knows forgets it now, as a weak
         // reference would. Every object whose reference is set is registered
