@@ -100,12 +100,13 @@ extension SyncGroup {
             // What these two add can be deletes and memberships in turn (a
             // record deleted with its folder, which the hub deleted too, and
             // the folder's other records): until nothing more is added.
-            var relatedToDeletes: [UUID: Set<UUID>] = [:]
+            // What each delete or membership changes besides itself (by identifier).
+            var changedAlongside: [UUID: Set<UUID>] = [:]
             var from = 0
             while from < objects.count {
                 let end = objects.count
-                relatedToDeletes.merge(try writeRelatedObjectsOfDeletes(member, &objects, &states, from: from, excluded: run.held)) { $0.union($1) }
-                try writeMembersMovedByMemberships(member, &objects, &states, from: from, until: end, excluded: run.held)
+                changedAlongside.merge(try writeRelatedObjectsOfDeletes(member, &objects, &states, from: from, excluded: run.held)) { $0.union($1) }
+                changedAlongside.merge(try writeMembersMovedByMemberships(member, &objects, &states, from: from, until: end, excluded: run.held)) { $0.union($1) }
                 from = end
             }
             // In identifier-text order; each text made once, not per comparison.
@@ -115,13 +116,15 @@ extension SyncGroup {
                 if !waiting.isEmpty {
                     // A delete whose related object waits waits with it: deleted
                     // now, its delete rule would change that object here, before
-                    // the object's own write at the end.
-                    // A chain of deletes (a record, its folder, the folder's records) waits whole.
+                    // the object's own write at the end. Likewise an owner whose
+                    // membership moves a waiting member (out of the folder now,
+                    // into its hub destination at the end: two writes).
+                    // A chain of these (a record, its folder, the folder's records) waits whole.
                     var grew = true
                     while grew {
                         grew = false
-                        for (deleted, related) in relatedToDeletes where waiting[deleted] == nil && !related.isDisjoint(with: waiting.keys) {
-                            waiting[deleted] = []
+                        for (changer, changed) in changedAlongside where waiting[changer] == nil && !changed.isDisjoint(with: waiting.keys) {
+                            waiting[changer] = []
                             grew = true
                         }
                     }
@@ -216,10 +219,13 @@ extension SyncGroup {
     /// the store, not held) are written in this save with their hub state
     /// (deleted, when the hub no longer has them); the later page then
     /// writes them unchanged.
+    /// Returns the members each owner's memberships move (by identifier), those in the page included.
+    @discardableResult
     func writeMembersMovedByMemberships(_ member: Member, _ objects: inout [UUID], _ states: inout [UUID: ObjectState],
-                                        from: Int = 0, until: Int? = nil, excluded: Set<UUID>) throws {
+                                        from: Int = 0, until: Int? = nil, excluded: Set<UUID>) throws -> [UUID: Set<UUID>] {
         let inPage = Set(objects)
         var moved = Set<UUID>()
+        var byOwner: [UUID: Set<UUID>] = [:]
         for gid in objects[from..<(until ?? objects.count)] {
             guard let state = states[gid], let entity = configuration.model.entitiesByName[state.entityName] else { continue }
             // An owner the page inserts has no members in the store yet.
@@ -231,18 +237,20 @@ extension SyncGroup {
                 let members = ((current as? [ManagedObject]) ?? (current as? Set<ManagedObject>).map(Array.init) ?? []).filter { !$0.isDeleted }
                 try member.access.learnGlobalIdentifiers(of: members)
                 let now = Set(try members.compactMap(member.access.globalIdentifier(of:)))
-                for id in now.symmetricDifference(listed) where !inPage.contains(id) && !excluded.contains(id) {
-                    if try member.access.object(id) != nil { moved.insert(id) }
+                for id in now.symmetricDifference(listed) where !excluded.contains(id) {
+                    byOwner[gid, default: []].insert(id)
+                    if !inPage.contains(id), try member.access.object(id) != nil { moved.insert(id) }
                 }
             }
         }
-        guard !moved.isEmpty else { return }
+        guard !moved.isEmpty else { return byOwner }
         let hubStates = try hubStates(Array(moved))
         for id in moved {
             objects.append(id)
             states[id] = hubStates[id]
         }
         try member.access.load(hubStates.values.flatMap { ObjectState.references($0.values) })
+        return byOwner
     }
 
     /// A membership written whole (`.members`) leaves out the members the
