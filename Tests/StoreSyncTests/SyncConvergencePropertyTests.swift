@@ -58,7 +58,15 @@ struct SyncRandom: RandomNumberGenerator {
         return (0..<UInt64(count)).map { base + $0 }
     }
     static let partsSeeds = firstSeeds("STORESYNC_PARTS_SEEDS", default: 30)
-    static let rawSeeds = firstSeeds("STORESYNC_RAW_SEEDS", default: 30)
+    /// Seeds that once failed, run in every mode besides the first ones:
+    /// e00028 (an owner's membership moved a waiting member, which was
+    /// written twice), e00034 and e00124 (a folder deleted as a related
+    /// object nulled its records outside their own write).
+    static let regressionSeeds: [UInt64] = [0xE0_0028, 0xE0_0034, 0xE0_0124]
+    static let rawSeeds: [UInt64] = {
+        let first = firstSeeds("STORESYNC_RAW_SEEDS", default: 30)
+        return first + regressionSeeds.filter { !first.contains($0) }
+    }()
 
     /// Objects of the raw SQL writers (named `x<n>-…`): the applications'
     /// random edits leave them alone, so the logs say what they must be.
