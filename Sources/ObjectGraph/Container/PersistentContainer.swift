@@ -30,11 +30,11 @@ open class PersistentContainer {
     open var persistentStoreDescriptions: [PersistentStoreDescription]
     /// Where the model was read from; nil when it was given in code. Also
     /// where automatic migration looks for the model's older versions.
-    public let modelURL: URL?
+    public private(set) var modelURL: URL?
     /// Why the model could not be found or used: `init(name:)` cannot throw
     /// (Core Data's does not), so the error is reported by every
     /// `loadPersistentStores` call instead, and the container has an empty model.
-    private let setupError: CoreDataError?
+    private var setupError: CoreDataError?
     private let lock = NSLock()
     private var _viewContext: ManagedObjectContext?
 
@@ -49,18 +49,21 @@ open class PersistentContainer {
     public convenience init(name: String, modelSearchDirectories: [URL]) {
         guard let url = Self.modelURL(named: name, in: modelSearchDirectories) else {
             let searched = modelSearchDirectories.map(\.path).joined(separator: ", ")
-            self.init(name: name, model: ManagedObjectModel(), modelURL: nil, error: CoreDataError(
+            self.init(name: name, managedObjectModel: ManagedObjectModel())
+            setupError = CoreDataError(
                 .fileReadNoSuchFile, "no model named '\(name)' (\(name).momd, \(name).mom, \(name).xcdatamodeld) in: \(searched)",
-                userInfo: [CoreDataError.filePathErrorKey: modelSearchDirectories.first?.path ?? ""]))
+                userInfo: [CoreDataError.filePathErrorKey: modelSearchDirectories.first?.path ?? ""])
             return
         }
         do {
-            self.init(name: name, model: try ManagedObjectModel(contentsOf: url), modelURL: url, error: nil)
+            self.init(name: name, managedObjectModel: try ManagedObjectModel(contentsOf: url))
         } catch {
-            self.init(name: name, model: ManagedObjectModel(), modelURL: url, error: (error as? CoreDataError) ?? CoreDataError(
+            self.init(name: name, managedObjectModel: ManagedObjectModel())
+            setupError = (error as? CoreDataError) ?? CoreDataError(
                 .fileReadCorruptFile, "cannot read the model at \(url.path): \(error)",
-                userInfo: [CoreDataError.filePathErrorKey: url.path, CoreDataError.underlyingErrorKey: error]))
+                userInfo: [CoreDataError.filePathErrorKey: url.path, CoreDataError.underlyingErrorKey: error])
         }
+        modelURL = url
     }
 
     /// A container for the model named `name`, searched for in
@@ -69,15 +72,16 @@ open class PersistentContainer {
         self.init(name: name, modelSearchDirectories: Self.defaultModelSearchDirectories())
     }
 
-    /// A container for a model built or read by the caller.
-    public convenience init(name: String, managedObjectModel model: ManagedObjectModel) {
-        self.init(name: name, model: model, modelURL: model.sourceURL, error: nil)
-    }
-
-    private init(name: String, model: ManagedObjectModel, modelURL: URL?, error: CoreDataError?) {
+    /// A container for a model built or read by the caller; the designated
+    /// initializer, as Core Data's, so subclasses inherit the others.
+    ///
+    /// ```swift
+    /// let container = PersistentContainer(name: "Notes", managedObjectModel: try ManagedObjectModel(contentsOf: modelURL))
+    /// ```
+    public init(name: String, managedObjectModel model: ManagedObjectModel) {
         self.name = name
-        self.modelURL = modelURL
-        var problem = error
+        self.modelURL = model.sourceURL
+        var problem: CoreDataError?
         var coordinator: PersistentStoreCoordinator
         do {
             coordinator = try PersistentStoreCoordinator(managedObjectModel: model)
@@ -89,7 +93,8 @@ open class PersistentContainer {
         self.managedObjectModel = coordinator.managedObjectModel
         self.persistentStoreCoordinator = coordinator
         self.setupError = problem
-        let url = Self.defaultDirectoryURL(forName: name).appendingPathComponent("\(name).sqlite")
+        // Through the class method, so a subclass's override moves the store (NPC-06).
+        let url = Self.defaultDirectoryURL().appendingPathComponent("\(name).sqlite")
         self.persistentStoreDescriptions = [PersistentStoreDescription(url: url)]
     }
 
@@ -122,17 +127,19 @@ open class PersistentContainer {
         return nil
     }
 
-    /// Where the default store goes (Core Data: Application Support).
-    /// On Linux, the XDG data directory: `$XDG_DATA_HOME/<name>`, or
-    /// `~/.local/share/<name>` when unset. Subclasses override it to move
-    /// every container of the class, as with Core Data.
+    /// Where the default store goes (Core Data: the app's Application
+    /// Support folder). On Linux, the app's XDG data directory:
+    /// `$XDG_DATA_HOME/<executable name>`, or `~/.local/share/<executable
+    /// name>` when the variable is unset or not absolute (the XDG Base
+    /// Directory rule). Subclasses override it to move the stores of every
+    /// container of the class, as with Core Data (NPC-06).
+    ///
+    /// ```swift
+    /// final class AppContainer: PersistentContainer {
+    ///     override class func defaultDirectoryURL() -> URL { URL(fileURLWithPath: "/var/lib/notes") }
+    /// }
+    /// ```
     open class func defaultDirectoryURL() -> URL {
-        defaultDirectoryURL(forName: nil)
-    }
-
-    /// Keyed by container name rather than the executable's: a class method
-    /// cannot see the instance, so the default store names the container.
-    static func defaultDirectoryURL(forName name: String?) -> URL {
         let environment = ProcessInfo.processInfo.environment
         let base: URL
         if let xdg = environment["XDG_DATA_HOME"], xdg.hasPrefix("/") {
@@ -141,8 +148,8 @@ open class PersistentContainer {
             let home = environment["HOME"] ?? NSHomeDirectory()
             base = URL(fileURLWithPath: home, isDirectory: true).appendingPathComponent(".local/share", isDirectory: true)
         }
-        let folder = name ?? Bundle.main.executableURL?.lastPathComponent ?? ProcessInfo.processInfo.processName
-        return base.appendingPathComponent(folder, isDirectory: true)
+        let app = Bundle.main.executableURL?.lastPathComponent ?? ProcessInfo.processInfo.processName
+        return base.appendingPathComponent(app, isDirectory: true)
     }
 
     // MARK: - Stores
@@ -222,7 +229,7 @@ open class PersistentContainer {
     ///     try context.count(for: FetchRequest(entityName: "Note"))
     /// }
     /// ```
-    public func performBackgroundTask<T>(_ block: @escaping (ManagedObjectContext) throws -> T) async throws -> T {
+    public func performBackgroundTask<T>(_ block: @escaping (ManagedObjectContext) throws -> T) async rethrows -> T {
         let context = newBackgroundContext()
         return try await context.perform { try block(context) }
     }

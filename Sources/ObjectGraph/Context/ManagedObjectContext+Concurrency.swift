@@ -25,6 +25,10 @@ extension ManagedObjectContext {
     ///     try context.fetch(FetchRequest(entityName: "Note")).compactMap { try $0.value(forKey: "title") as? String }
     /// }
     /// ```
+    // Runs on the caller's executor (`nonsending`), not the global one: a
+    // main-queue context awaited from the main actor is on its queue, which
+    // is what `.immediate` looks at.
+    nonisolated(nonsending)
     public func perform<T>(schedule: ScheduledTaskType = .immediate, _ block: @escaping () throws -> T) async rethrows -> T {
         // `rethrows` cannot throw an error caught from another queue; the
         // helper's `rescue` parameter does it (the Dispatch overlay's
@@ -32,6 +36,7 @@ extension ManagedObjectContext {
         try await performHelper(schedule: schedule, block, rescue: { throw $0 })
     }
 
+    nonisolated(nonsending)
     private func performHelper<T>(schedule: ScheduledTaskType, _ block: @escaping () throws -> T,
                                   rescue: (Error) throws -> T) async rethrows -> T {
         let result: Result<T, Error>
