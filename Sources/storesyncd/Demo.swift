@@ -127,10 +127,14 @@ enum Demo {
         /// After a round (on the loop): count the writes in s2 and s3 off the
         /// loop; one check at a time, since a check covers every round before it.
         func roundFinished(_ loop: EventLoop, whenSynced: @escaping () -> Void) {
+            loop.assertOnLoop()
             guard !checkWaiting else { return }
             checkWaiting = true
             queue.async { [self] in
-                loop.post { [self] in checkWaiting = false }
+                loop.post { [self] in
+                    loop.assertOnLoop()
+                    checkWaiting = false
+                }
                 guard !finished else { return }
                 var all = true
                 for name in Demo.storeNames.dropFirst() {

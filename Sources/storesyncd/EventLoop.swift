@@ -8,9 +8,14 @@ import Foundation
 /// (retained) until libuv's close callback has run, because libuv may still
 /// touch the handle's memory between `uv_close` and that callback.
 ///
-/// Everything except `post` must be called on the loop's thread.
+/// Everything except `post` must be called on the loop's thread: the
+/// thread that made the loop and runs it. `assertOnLoop()` checks it, and
+/// every handle checks it when started, stopped or closed.
 final class EventLoop {
     let loop: UnsafeMutablePointer<uv_loop_t>
+    /// The loop's thread (libuv's handles are not thread-safe; only
+    /// `uv_async_send`, behind `post`, may be called from elsewhere).
+    let thread = pthread_self()
     private var wakeup: LoopHandle!
     private let lock = NSLock()
     private var posted: [() -> Void] = []
@@ -19,7 +24,7 @@ final class EventLoop {
         loop = .allocate(capacity: 1)
         let status = uv_loop_init(loop)
         guard status == 0 else { throw LoopError(call: "uv_loop_init", status: status) }
-        let handle = LoopHandle(type: UV_ASYNC)
+        let handle = LoopHandle(type: UV_ASYNC, thread: thread)
         let async = handle.pointer(uv_async_t.self)
         try LoopError.check("uv_async_init", uv_async_init(loop, async) { async in
             guard let async else { return }
@@ -32,9 +37,16 @@ final class EventLoop {
         uv_loop_set_data(loop, Unmanaged.passUnretained(self).toOpaque())
     }
 
-    /// Runs until every handle is closed.
+    /// Runs until every handle is closed, on the thread that made the loop.
     func run() {
+        assertOnLoop()
         uv_run(loop, UV_RUN_DEFAULT)
+    }
+
+    /// Traps when called off the loop's thread: state owned by the loop is
+    /// read and written there only (one owner per piece of state).
+    func assertOnLoop(_ function: StaticString = #function, file: StaticString = #fileID, line: UInt = #line) {
+        precondition(pthread_equal(pthread_self(), thread) != 0, "\(function) must run on the event loop's thread", file: file, line: line)
     }
 
     /// Runs `block` on the loop thread soon; callable from any thread. libuv
@@ -57,6 +69,7 @@ final class EventLoop {
     /// Closes the wake-up handle: the last step of a shutdown, after which
     /// `run()` returns once the other handles are closed too.
     func closeWakeup() {
+        assertOnLoop()
         drain()
         wakeup.close()
     }
@@ -88,8 +101,11 @@ class LoopHandle {
     let raw: UnsafeMutableRawPointer
     private(set) var closed = false
     private var attached = false
+    /// The loop's thread, the only one the handle is used on.
+    let thread: pthread_t
 
-    init(type: uv_handle_type) {
+    init(type: uv_handle_type, thread: pthread_t) {
+        self.thread = thread
         let size = uv_handle_size(type)
         raw = .allocate(byteCount: size, alignment: 16)
         raw.initializeMemory(as: UInt8.self, repeating: 0, count: size)
@@ -112,6 +128,7 @@ class LoopHandle {
     /// Stops and closes the handle; its memory is freed after libuv's close
     /// callback. Closing twice does nothing.
     func close() {
+        assertOnLoop()
         guard !closed else { return }
         closed = true
         guard attached else { return }
@@ -122,6 +139,10 @@ class LoopHandle {
         }
     }
 
+    func assertOnLoop(_ function: StaticString = #function) {
+        precondition(pthread_equal(pthread_self(), thread) != 0, "\(type(of: self)).\(function) must run on the event loop's thread")
+    }
+
     deinit { raw.deallocate() }
 }
 
@@ -130,7 +151,8 @@ final class LoopTimer: LoopHandle {
     private var action: () -> Void = {}
 
     init(_ loop: EventLoop) throws {
-        super.init(type: UV_TIMER)
+        loop.assertOnLoop()
+        super.init(type: UV_TIMER, thread: loop.thread)
         try LoopError.check("uv_timer_init", uv_timer_init(loop.loop, pointer(uv_timer_t.self)))
         attach()
     }
@@ -138,6 +160,7 @@ final class LoopTimer: LoopHandle {
     /// (Re)starts the timer: `after` seconds, then every `repeating` seconds
     /// (0: once). Restarting a running timer is how debouncing works.
     func start(after: TimeInterval, repeating: TimeInterval = 0, _ action: @escaping () -> Void) {
+        assertOnLoop()
         guard !closed else { return }
         self.action = action
         uv_timer_start(pointer(uv_timer_t.self), { timer in
@@ -147,6 +170,7 @@ final class LoopTimer: LoopHandle {
     }
 
     func stop() {
+        assertOnLoop()
         guard !closed else { return }
         uv_timer_stop(pointer(uv_timer_t.self))
     }
@@ -163,7 +187,8 @@ final class DirectoryWatch: LoopHandle {
     init(_ loop: EventLoop, path: String, _ action: @escaping (String?) -> Void) throws {
         self.action = action
         self.path = path
-        super.init(type: UV_FS_EVENT)
+        loop.assertOnLoop()
+        super.init(type: UV_FS_EVENT, thread: loop.thread)
         try LoopError.check("uv_fs_event_init", uv_fs_event_init(loop.loop, pointer(uv_fs_event_t.self)))
         attach()
         let status = uv_fs_event_start(pointer(uv_fs_event_t.self), { event, filename, _, status in
@@ -184,7 +209,8 @@ final class SignalWatch: LoopHandle {
 
     init(_ loop: EventLoop, signal: Int32, _ action: @escaping () -> Void) throws {
         self.action = action
-        super.init(type: UV_SIGNAL)
+        loop.assertOnLoop()
+        super.init(type: UV_SIGNAL, thread: loop.thread)
         try LoopError.check("uv_signal_init", uv_signal_init(loop.loop, pointer(uv_signal_t.self)))
         attach()
         try LoopError.check("uv_signal_start", uv_signal_start(pointer(uv_signal_t.self), { handle, _ in
@@ -204,7 +230,8 @@ final class SocketPoll: LoopHandle {
 
     init(_ loop: EventLoop, socket: Int32, _ action: @escaping (Int32) -> Void) throws {
         self.action = action
-        super.init(type: UV_POLL)
+        loop.assertOnLoop()
+        super.init(type: UV_POLL, thread: loop.thread)
         try LoopError.check("uv_poll_init_socket", uv_poll_init_socket(loop.loop, pointer(uv_poll_t.self), socket))
         attach()
         let status = uv_poll_start(pointer(uv_poll_t.self), Int32(UV_READABLE.rawValue), { handle, status, _ in
@@ -219,6 +246,7 @@ final class SocketPoll: LoopHandle {
 
     /// Stops watching at once (closing follows), e.g. before the socket is closed.
     func stop() {
+        assertOnLoop()
         guard !closed else { return }
         uv_poll_stop(pointer(uv_poll_t.self))
     }

@@ -38,12 +38,15 @@ final class GroupExport {
     private let lock = NSLock()
     private var current: Status
 
+    /// The group's queue, the only one `exporter` is used on (checked).
+    private let queue: DispatchQueue
     // Only touched on the group's queue.
     private var exporter: SyncRecordExporter?
     private var repeatedErrors = RepeatedErrors()
 
-    init(settings: ExportSettings, logger: Logger) {
+    init(settings: ExportSettings, queue: DispatchQueue, logger: Logger) {
         self.settings = settings
+        self.queue = queue
         configuration = ExternalRecordsConfiguration(directory: settings.directory,
                                                      format: ExternalRecordFormat(rawValue: settings.format) ?? .json,
                                                      fileExtension: settings.fileExtension,
@@ -69,6 +72,7 @@ final class GroupExport {
 
     /// The group was opened (or reopened on new files): a new exporter on its hub.
     func attach(_ group: SyncGroup) {
+        dispatchPrecondition(condition: .onQueue(queue))
         do {
             exporter = try SyncRecordExporter(group: group, configuration: configuration)
             if let position = exporter?.exportedPosition() { update { $0.position = position } }
@@ -78,10 +82,14 @@ final class GroupExport {
         }
     }
 
-    func detach() { exporter = nil }
+    func detach() {
+        dispatchPrecondition(condition: .onQueue(queue))
+        exporter = nil
+    }
 
     /// After a job: the hub's changes since the cursor. Never throws.
     func run() {
+        dispatchPrecondition(condition: .onQueue(queue))
         guard let exporter else { return }
         do {
             let report = try exporter.exportChanges()
@@ -94,6 +102,7 @@ final class GroupExport {
     /// `export.rebuild`: the whole directory from the hub; the error is
     /// also the group's export state (and answered to the caller).
     func rebuild() throws -> SyncRecordExporter.Report {
+        dispatchPrecondition(condition: .onQueue(queue))
         guard let exporter else {
             throw ControlError(.failed, "the group's records exporter is not open (see the log)")
         }
@@ -108,6 +117,7 @@ final class GroupExport {
     }
 
     private func succeeded(_ report: SyncRecordExporter.Report) {
+        dispatchPrecondition(condition: .onQueue(queue))
         let now = Date()
         update {
             $0.state = "ok"
@@ -136,6 +146,7 @@ final class GroupExport {
     }
 
     private func failed(_ reason: String) {
+        dispatchPrecondition(condition: .onQueue(queue))
         let now = Date()
         update {
             if $0.state != "failing" { $0.failingSince = now }

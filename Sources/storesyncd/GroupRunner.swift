@@ -102,7 +102,8 @@ final class GroupRunner {
     /// `[group.export]`: the records kept after every job (nil: none configured).
     let export: GroupExport?
 
-    // Only touched on `queue`.
+    // Only touched on `queue`: every private method that reads or writes
+    // these checks it (`dispatchPrecondition`).
     private var group: SyncGroup?
     private var previous: RoundSummary?
     /// Failures that repeat every round, logged once, then rate-limited.
@@ -166,7 +167,7 @@ final class GroupRunner {
         logger[metadataKey: "group"] = "\(settings.name)"
         self.logger = logger
         self.onRound = onRound
-        export = settings.export.map { GroupExport(settings: $0, logger: logger) }
+        export = settings.export.map { [queue] in GroupExport(settings: $0, queue: queue, logger: logger) }
     }
 
     /// Opens the hub and the stores on the group's queue; `completion` runs
@@ -205,6 +206,7 @@ final class GroupRunner {
 
     /// Makes the engine's group on the configured hub (on the queue).
     private func makeGroup() throws -> SyncGroup {
+        dispatchPrecondition(condition: .onQueue(queue))
         switch settings.hub {
         case .embedded:
             return try SyncGroup(configuration: configuration)
@@ -221,6 +223,7 @@ final class GroupRunner {
 
     /// Opens the group (hub and stores) and notes what it found (on the queue).
     private func openGroup() throws {
+        dispatchPrecondition(condition: .onQueue(queue))
         let group = try makeGroup()
         self.group = group
         export?.attach(group)
@@ -246,6 +249,7 @@ final class GroupRunner {
     /// The PostgreSQL hub failed to connect or lost its connection: logged
     /// once per episode (then rate-limited by `RepeatedErrors`), shown in status.
     private func hubUnreachable(_ reason: String, opening: Bool = false) {
+        dispatchPrecondition(condition: .onQueue(queue))
         if hubFailure == nil {
             hubFailure = (reason, Date())
             logger.error(opening ? "hub unreachable; the stores are synced once it can be opened" : "hub unreachable; the stores catch up when it returns",
@@ -258,6 +262,7 @@ final class GroupRunner {
     }
 
     private func hubReachable() {
+        dispatchPrecondition(condition: .onQueue(queue))
         guard let failure = hubFailure else { return }
         hubFailure = nil
         publishReachability()
@@ -270,6 +275,7 @@ final class GroupRunner {
     /// itself at its next operation (setting the session up as it does at
     /// open): one read makes it. Throws the reason it is still unreachable.
     private func ensureConnected(_ group: SyncGroup) throws {
+        dispatchPrecondition(condition: .onQueue(queue))
         guard let hub = group.hub as? PostgreSQLHub, !hub.connection.isConnected else { return }
         do {
             _ = try hub.currentPosition()
@@ -283,6 +289,7 @@ final class GroupRunner {
 
     /// After a job: a PostgreSQL hub whose connection is gone is unreachable.
     private func noteHubState(_ group: SyncGroup, failure: String?) {
+        dispatchPrecondition(condition: .onQueue(queue))
         guard let hub = group.hub as? PostgreSQLHub else { return }
         if hub.connection.isConnected {
             if failure == nil { hubReachable() }
@@ -389,6 +396,7 @@ final class GroupRunner {
     /// Brings the published report's reachability up to date after a job
     /// (the stores it knew are kept until the next status reads them again).
     private func publishReachability() {
+        dispatchPrecondition(condition: .onQueue(queue))
         var report = latestHubReport
         report.reachable = hubFailure == nil
         report.error = hubFailure?.reason
@@ -437,6 +445,7 @@ final class GroupRunner {
     /// open cannot be paused in the engine; it is paused when it opens
     /// (the next job applies this again).
     private func applyPauses(_ group: SyncGroup) {
+        dispatchPrecondition(condition: .onQueue(queue))
         for store in settings.stores {
             if paused.contains(store.name) { try? group.pause(store.name) } else { try? group.resume(store.name) }
         }
@@ -465,6 +474,7 @@ final class GroupRunner {
     }
 
     private func run(_ job: Job) {
+        dispatchPrecondition(condition: .onQueue(queue))
         lock.lock()
         let cancelled = stopping
         waiting.remove(job)
@@ -609,6 +619,7 @@ final class GroupRunner {
     /// last seen, failed with the hub's reason (none before the hub was
     /// ever reached: the engine has not looked at them).
     private func unreachableStores() -> [SyncStoreStatus] {
+        dispatchPrecondition(condition: .onQueue(queue))
         let reason = HubUnreachable(group: name, server: hubServer, reason: hubFailure?.reason ?? "unknown").description
         return (previous?.stores ?? []).map { store in
             var store = store
@@ -622,6 +633,7 @@ final class GroupRunner {
     /// failed (log line, `STATUS=`, the store triggers' back-off) and its
     /// waiters answered with that.
     private func finishWithoutHub(_ job: Job, start: Date, waiters: [(RoundSummary?) -> Void]) {
+        dispatchPrecondition(condition: .onQueue(queue))
         let reason = HubUnreachable(group: name, server: hubServer, reason: hubFailure?.reason ?? "not open").description
         var summary = RoundSummary(group: name, trigger: job.trigger, moved: false, duration: Date().timeIntervalSince(start),
                                    stores: unreachableStores(), error: reason)
@@ -656,6 +668,7 @@ final class GroupRunner {
     /// writing the old, unlinked file. The group is closed and opened again
     /// on the files now in place (their own metadata says what they hold).
     private func reopenIfReplaced() {
+        dispatchPrecondition(condition: .onQueue(queue))
         let now = Self.fileIdentities(configuration)
         let replaced = now.filter { name, identity in fileIdentities[name].map { $0 != identity } ?? false }.keys.sorted()
         if replaced.isEmpty && !reopenFailed {
@@ -698,6 +711,7 @@ final class GroupRunner {
     /// the journal every 30 s per group (Litestream issue #1203 is users
     /// asking for exactly that to stop).
     private func log(_ summary: RoundSummary) {
+        dispatchPrecondition(condition: .onQueue(queue))
         let states = summary.stores.map { "\($0.name)=\($0.state.rawValue)" }.joined(separator: ",")
         let changedState = previous.map { old in old.stores.map(\.state) != summary.stores.map(\.state) || old.conflicts != summary.conflicts } ?? true
         let metadata: Logger.Metadata = [

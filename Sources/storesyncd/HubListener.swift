@@ -74,6 +74,7 @@ final class HubListener {
 
     /// Connects (off the loop) and starts listening.
     func start() {
+        loop.assertOnLoop()
         guard state != .closed else { return }
         connect()
     }
@@ -101,6 +102,7 @@ final class HubListener {
     }
 
     private func connected(_ result: Result<PostgreSQLConnection, Error>) {
+        loop.assertOnLoop()
         switch result {
         case .success(let connection):
             do {
@@ -128,6 +130,7 @@ final class HubListener {
 
     /// The socket has something: notifications, or the end of the connection.
     private func readable(_ status: Int32) {
+        loop.assertOnLoop()
         guard let connection else { return }
         do {
             if status < 0 { throw LoopError(call: "uv_poll", status: status) }
@@ -162,6 +165,7 @@ final class HubListener {
     /// Drops the connection (the poll first: the socket is libpq's) and
     /// tries again after the back-off.
     private func failed(_ reason: String) {
+        loop.assertOnLoop()
         poll?.stop()
         poll?.close()
         poll = nil
@@ -183,6 +187,7 @@ final class HubListener {
 
     /// Stops listening and closes the connection (on the listener's queue).
     func close() {
+        loop.assertOnLoop()
         guard state != .closed else { return }
         state = .closed
         generation += 1

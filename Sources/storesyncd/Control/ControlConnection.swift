@@ -48,7 +48,8 @@ final class ControlConnection: LoopHandle {
     init(_ loop: EventLoop) throws {
         Self.nextSerial += 1
         serial = Self.nextSerial
-        super.init(type: UV_NAMED_PIPE)
+        loop.assertOnLoop()
+        super.init(type: UV_NAMED_PIPE, thread: loop.thread)
         try LoopError.check("uv_pipe_init", uv_pipe_init(loop.loop, pointer(uv_pipe_t.self), 0))
         attach()
     }

@@ -27,7 +27,8 @@ final class ControlListener: LoopHandle {
         self.path = path
         self.loop = loop
         self.onConnection = onConnection
-        super.init(type: UV_NAMED_PIPE)
+        loop.assertOnLoop()
+        super.init(type: UV_NAMED_PIPE, thread: loop.thread)
         try LoopError.check("uv_pipe_init", uv_pipe_init(loop.loop, pointer(uv_pipe_t.self), 0))
         attach()
     }

@@ -95,6 +95,7 @@ final class ControlLogStream {
     }
 
     private func start() {
+        loop.assertOnLoop()
         guard !ended else { return }
         timer = try? LoopTimer(loop)
         pump()
@@ -103,6 +104,7 @@ final class ControlLogStream {
     /// On the loop: reads the next batch unless one is being read, the
     /// stream ended, or the client is behind.
     private func pump() {
+        loop.assertOnLoop()
         guard !ended, !reading, let connection, connection.isOpen else { return }
         if connection.queuedBytes > Self.highWater { return later() }
         reading = true
@@ -132,6 +134,7 @@ final class ControlLogStream {
     }
 
     private func deliver(_ batch: Batch) {
+        loop.assertOnLoop()
         reading = false
         guard !ended, let connection else { return }
         for warning in batch.warnings { connection.sendEvent(subscription, "warning", ["message": .string(warning)]) }
@@ -146,12 +149,14 @@ final class ControlLogStream {
     }
 
     private func later() {
+        loop.assertOnLoop()
         timer?.start(after: Self.pollInterval) { [weak self] in self?.pump() }
     }
 
     /// The subscription ended (cancel, the connection closed): stop reading
     /// and close the files on the queue, after any read in flight.
     private func end() {
+        loop.assertOnLoop()
         guard !ended else { return }
         ended = true
         timer?.close()
