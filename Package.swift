@@ -146,7 +146,7 @@ let package = Package(
                 "StoreSyncControl",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
-            swiftSettings: swift5
+            swiftSettings: []
         ),
         .testTarget(
             name: "ObjectGraphTests",

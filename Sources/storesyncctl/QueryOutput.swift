@@ -48,7 +48,7 @@ struct QueryOutput {
         switch value {
         case let s as String: raw = s
         case let b as Bool: raw = b ? "true" : "false"
-        case let d as Date: raw = isoFormatter.string(from: d)
+        case let d as Date: raw = d.formatted(Self.isoStyle)
         case let d as Data: raw = "<\(d.count) bytes>"
         case let u as UUID: raw = u.uuidString
         case let u as URL: raw = u.absoluteString
@@ -59,11 +59,8 @@ struct QueryOutput {
             .replacingOccurrences(of: "\t", with: "\\t").replacingOccurrences(of: "\r", with: "\\r")
     }
 
-    static let isoFormatter: ISO8601DateFormatter = {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter
-    }()
+    /// A value type, so one shared style is safe from any thread.
+    static let isoStyle = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
 
     // MARK: JSON
 
@@ -101,7 +98,7 @@ struct QueryOutput {
         case let d as Decimal: return "\(d)"
         case let n as Double: return n.isFinite ? n : nonFinite(n)
         case let n as Float: return n.isFinite ? Double(n) : nonFinite(Double(n))
-        case let d as Date: return isoFormatter.string(from: d)
+        case let d as Date: return d.formatted(Self.isoStyle)
         case let d as Data: return d.base64EncodedString()
         case let u as UUID: return u.uuidString
         case let u as URL: return u.absoluteString
