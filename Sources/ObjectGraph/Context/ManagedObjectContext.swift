@@ -24,6 +24,13 @@ public final class ManagedObjectContext: NSLocking {
     /// The coordinator; required, so never nil (MOC-00c, MOC-PC-01/02).
     public let persistentStoreCoordinator: PersistentStoreCoordinator
     @exclusivity(unchecked) public var name: String?
+    /// The app's own values kept with the context (Core Data's `userInfo`,
+    /// MOC-UI-01); used on the context's queue like the rest of it.
+    ///
+    /// ```swift
+    /// context.userInfo["importBatch"] = 12
+    /// ```
+    @exclusivity(unchecked) public var userInfo: [AnyHashable: Any] = [:]
     /// Who is saving, recorded with each save (change history, sync).
     @exclusivity(unchecked) public var transactionAuthor: String?
     /// The conflict policy of `save()`; `.error` by default (MOC-MP-01).

@@ -35,6 +35,7 @@ public final class PersistentStoreCoordinator: NSLocking {
     public init(managedObjectModel model: ManagedObjectModel) throws {
         try model.markInUse()
         self.managedObjectModel = model
+        ModelsInUse.shared.add(model)
     }
 
     // MARK: - NSLocking
