@@ -23,7 +23,7 @@ extension ManagedObjectContext {
     /// request.fetchBatchSize = 500
     /// for employee in try context.fetchBatched(request) { export(employee) }
     /// ```
-    public func fetchBatched(_ request: FetchRequest) throws -> FetchedResults {
+    public func fetchBatched(_ request: AnyFetchRequest) throws -> FetchedResults {
         checkConfinement()
         guard request.resultType == .managedObject else {
             throw CoreDataError(.coreData, "fetchBatched(_:) returns managed objects; use execute(_:) for result type \(request.resultType)")
@@ -41,7 +41,7 @@ extension ManagedObjectContext {
 
     /// The result of `matchingObjects(request)` as IDs, computed on rows
     /// when the predicate and sort keys allow it.
-    private func matchingEntries(_ request: FetchRequest) throws -> [FetchedResults.Entry] {
+    private func matchingEntries(_ request: AnyFetchRequest) throws -> [FetchedResults.Entry] {
         let entity = try resolveEntity(request)
         let attributes = EntityLayout.of(entity).attributesByName
         let sortKeys = request.sortDescriptors.map(\.key)

@@ -8,7 +8,7 @@ import Foundation
 /// pending changes merged (`matchingObjects`) grouped and aggregated here.
 extension ManagedObjectContext {
     /// The one-element result of a `.count` request and the body of `count(for:)`.
-    func countResult(_ request: FetchRequest) throws -> Int {
+    func countResult(_ request: AnyFetchRequest) throws -> Int {
         let entity = try resolveEntity(request)
         if try canPushDown(request, entity: entity, paths: []),
            let count = try persistentStoreCoordinator.countObjects(for: entity, request: request) {
@@ -18,7 +18,7 @@ extension ManagedObjectContext {
     }
 
     /// The rows of a `.dictionary` request.
-    func dictionaryResults(_ request: FetchRequest) throws -> [[String: Any]] {
+    func dictionaryResults(_ request: AnyFetchRequest) throws -> [[String: Any]] {
         let entity = try resolveEntity(request)
         let plan = try DictionaryFetchPlan(request, entity: entity)
         if try canPushDown(request, entity: entity, paths: plan.paths),
@@ -35,7 +35,7 @@ extension ManagedObjectContext {
     }
 
     /// Refuses aggregates and grouping for result types other than dictionaries.
-    func checkPropertiesToFetch(_ request: FetchRequest) throws {
+    func checkPropertiesToFetch(_ request: AnyFetchRequest) throws {
         guard request.propertiesToFetch != nil || request.propertiesToGroupBy != nil else { return }
         try DictionaryFetchPlan.checkNotGrouped(request, entity: resolveEntity(request))
     }
@@ -45,7 +45,7 @@ extension ManagedObjectContext {
     /// entity's hierarchy count; when any key path leaves the entity (to-one
     /// hops in the predicate, sort, columns or groups) every pending change
     /// does, since a related object's unsaved value could change a row.
-    private func canPushDown(_ request: FetchRequest, entity: EntityDescription, paths: [DictionaryFetchPlan.Path]) throws -> Bool {
+    private func canPushDown(_ request: AnyFetchRequest, entity: EntityDescription, paths: [DictionaryFetchPlan.Path]) throws -> Bool {
         guard allowsFetchPushdown else { return false }
         guard request.includesPendingChanges else { return true }
         processPendingChanges()
@@ -60,7 +60,7 @@ extension ManagedObjectContext {
         return !insertedSet.contains(where: inHierarchy) && !updatedSet.contains(where: inHierarchy) && !deletedSet.contains(where: inHierarchy)
     }
 
-    static func limited(_ rows: [[String: Any]], _ request: FetchRequest) -> [[String: Any]] {
+    static func limited(_ rows: [[String: Any]], _ request: AnyFetchRequest) -> [[String: Any]] {
         let start = min(max(0, request.fetchOffset), rows.count)
         let end = request.fetchLimit > 0 ? min(rows.count, start + request.fetchLimit) : rows.count
         return start == 0 && end == rows.count ? rows : Array(rows[start..<end])

@@ -11,7 +11,7 @@ extension ManagedObjectContext {
     /// request.resultType = .managedObjectID
     /// let ids = try context.execute(request) as! [ManagedObjectID]
     /// ```
-    public func execute(_ request: FetchRequest) throws -> [Any] {
+    public func execute(_ request: AnyFetchRequest) throws -> [Any] {
         checkConfinement()
         switch request.resultType {
         case .count: try checkPropertiesToFetch(request); return [try countResult(request)]
@@ -28,8 +28,10 @@ extension ManagedObjectContext {
     }
 
     /// The managed objects matching `request` (MOC-FE-01…07); throws if its
-    /// result type is not `.managedObject`.
-    public func fetch(_ request: FetchRequest) throws -> [ManagedObject] {
+    /// result type is not `.managedObject`. Disfavoured, so that a typed
+    /// `FetchRequest<Result>` picks the typed `fetch(_:) -> [Result]`.
+    @_disfavoredOverload
+    public func fetch(_ request: AnyFetchRequest) throws -> [ManagedObject] {
         guard request.resultType == .managedObject else {
             throw CoreDataError(.coreData, "fetch(_:) returns managed objects; use execute(_:) for result type \(request.resultType)")
         }
@@ -38,7 +40,7 @@ extension ManagedObjectContext {
     }
 
     /// Typed form of `fetch(_:)`.
-    public func fetch<T: ManagedObject>(_ request: FetchRequest, as type: T.Type) throws -> [T] {
+    public func fetch<T: ManagedObject>(_ request: AnyFetchRequest, as type: T.Type) throws -> [T] {
         try fetch(request).map { object in
             guard let typed = object as? T else {
                 throw CoreDataError(.coreData, "Fetched \(object.entity.name) is a \(Swift.type(of: object)), not a \(T.self); register the class with ManagedObjectClassRegistry")
@@ -48,12 +50,12 @@ extension ManagedObjectContext {
     }
 
     /// The number of objects `fetch` would return (MOC-FE-08).
-    public func count(for request: FetchRequest) throws -> Int {
+    public func count(for request: AnyFetchRequest) throws -> Int {
         checkConfinement()
         return try countResult(request)
     }
 
-    func resolveEntity(_ request: FetchRequest) throws -> EntityDescription {
+    func resolveEntity(_ request: AnyFetchRequest) throws -> EntityDescription {
         let model = persistentStoreCoordinator.managedObjectModel
         if let entity = request.entity, entity.managedObjectModel === model { return entity }
         guard let name = request.entityName ?? request.entity?.name, let entity = model.entitiesByName[name] else {
@@ -65,7 +67,7 @@ extension ManagedObjectContext {
     /// The objects a request matches, registered in this context; with
     /// `prefetching`, its `relationshipKeyPathsForPrefetching` are loaded too
     /// (counts, dictionaries and object IDs leave them alone, as in Core Data).
-    func matchingObjects(_ request: FetchRequest, prefetching: Bool = true) throws -> [ManagedObject] {
+    func matchingObjects(_ request: AnyFetchRequest, prefetching: Bool = true) throws -> [ManagedObject] {
         let entity = try resolveEntity(request)
         if request.includesPendingChanges { processPendingChanges() }
 
@@ -119,7 +121,7 @@ extension ManagedObjectContext {
     /// The rest of `matchingObjects` when the store's rows are not the
     /// answer: unsaved changes overlaid, then predicate, sort and window
     /// applied in memory.
-    private func finishInMemory(_ request: FetchRequest, entity: EntityDescription, snapshots: [StoreSnapshot], prefetching: Bool) throws -> [ManagedObject] {
+    private func finishInMemory(_ request: AnyFetchRequest, entity: EntityDescription, snapshots: [StoreSnapshot], prefetching: Bool) throws -> [ManagedObject] {
         func fits(_ e: EntityDescription) -> Bool { request.includesSubentities ? e.isKindOf(entity: entity) : e === entity }
 
         // Rows of records not loaded here are filtered before any object is
@@ -169,12 +171,12 @@ extension ManagedObjectContext {
 
     /// Loads the relationships `relationshipKeyPathsForPrefetching` names for
     /// a fetch's results, in batches (`prefetch(_:for:)`).
-    func prefetchRelationships(_ request: FetchRequest, _ result: [ManagedObject]) throws {
+    func prefetchRelationships(_ request: AnyFetchRequest, _ result: [ManagedObject]) throws {
         guard !request.relationshipKeyPathsForPrefetching.isEmpty else { return }
         try prefetch(request.relationshipKeyPathsForPrefetching, for: result)
     }
 
-    func matches(_ request: FetchRequest, _ object: ManagedObject, variables: [String: Any?] = [:]) throws -> Bool {
+    func matches(_ request: AnyFetchRequest, _ object: ManagedObject, variables: [String: Any?] = [:]) throws -> Bool {
         guard let predicate = request.predicate else { return true }
         return try predicate.evaluate(with: object, substitutionVariables: variables)
     }
@@ -202,15 +204,15 @@ extension ManagedObjectContext {
 /// Lets predicate expressions (`FETCH(...)`) run requests in a context.
 extension ManagedObjectContext: FetchRequestExecuting {
     public func execute(_ request: Any) throws -> [Any] {
-        guard let request = request as? FetchRequest else {
-            throw CoreDataError(.coreData, "A context executes FetchRequest values, not \(type(of: request))")
+        guard let request = request as? AnyFetchRequest else {
+            throw CoreDataError(.coreData, "A context executes AnyFetchRequest values, not \(type(of: request))")
         }
         return try execute(request)
     }
 
     public func count(for request: Any) throws -> Int {
-        guard let request = request as? FetchRequest else {
-            throw CoreDataError(.coreData, "A context counts FetchRequest values, not \(type(of: request))")
+        guard let request = request as? AnyFetchRequest else {
+            throw CoreDataError(.coreData, "A context counts AnyFetchRequest values, not \(type(of: request))")
         }
         return try count(for: request)
     }

@@ -297,7 +297,7 @@ public final class PersistentStoreCoordinator: NSLocking {
     /// answers everything in one page. Rows refresh entries the cache already
     /// has but add none, so neither every row nor every snapshot of a large
     /// result is held at once.
-    func forEachSnapshotPage(for entity: EntityDescription, request: FetchRequest, pageSize: Int, _ body: ([StoreSnapshot]) throws -> Void) throws {
+    func forEachSnapshotPage(for entity: EntityDescription, request: AnyFetchRequest, pageSize: Int, _ body: ([StoreSnapshot]) throws -> Void) throws {
         try locked {
             for store in persistentStores where store.entities.contains(where: { request.includesSubentities ? $0.isKindOf(entity: entity) : $0 === entity }) {
                 var offset = 0
@@ -328,7 +328,7 @@ public final class PersistentStoreCoordinator: NSLocking {
     /// `each` sees every row as it is read, once it is cached, when the
     /// answer will be exact (one store that applies the whole request); an
     /// answer the caller finishes in memory goes only to the result.
-    func fetchSnapshots(for entity: EntityDescription, request: FetchRequest, storeAppliesWindow: Bool = false,
+    func fetchSnapshots(for entity: EntityDescription, request: AnyFetchRequest, storeAppliesWindow: Bool = false,
                         each: (StoreSnapshot) throws -> Void = { _ in }) throws -> StoreFetchResult {
         try locked {
             let stores = persistentStores.filter { store in store.entities.contains(where: { request.includesSubentities ? $0.isKindOf(entity: entity) : $0 === entity }) }
@@ -366,7 +366,7 @@ public final class PersistentStoreCoordinator: NSLocking {
     /// The stores' count of `request`'s objects, summed over every store
     /// holding the entity; nil when one of them cannot count (the context
     /// then counts objects). Offset and limit apply to the sum.
-    func countObjects(for entity: EntityDescription, request: FetchRequest) throws -> Int? {
+    func countObjects(for entity: EntityDescription, request: AnyFetchRequest) throws -> Int? {
         try locked {
             let storeRequest = request.copy()
             storeRequest.entity = entity
@@ -385,7 +385,7 @@ public final class PersistentStoreCoordinator: NSLocking {
     /// The dictionary rows of `request` from the one store holding the
     /// entity; nil when several stores do (rows of several stores would have
     /// to be merged, grouped and sorted again) or the store cannot.
-    func fetchDictionaries(for entity: EntityDescription, request: FetchRequest) throws -> [[String: Any]]? {
+    func fetchDictionaries(for entity: EntityDescription, request: AnyFetchRequest) throws -> [[String: Any]]? {
         try locked {
             let holders = persistentStores.filter { store in
                 store.entities.contains(where: { request.includesSubentities ? $0.isKindOf(entity: entity) : $0 === entity })

@@ -65,7 +65,7 @@ struct DictionaryFetchPlan {
 
     /// Checks the request's columns; every refusal is Core Data's 134060
     /// naming the property, raised when the request runs.
-    init(_ request: FetchRequest, entity: EntityDescription) throws {
+    init(_ request: AnyFetchRequest, entity: EntityDescription) throws {
         self.entity = entity
         var columns: [Column] = []
         if let elements = request.propertiesToFetch {
@@ -103,7 +103,7 @@ struct DictionaryFetchPlan {
 
     /// Refuses columns a result type other than dictionaries cannot return
     /// (aggregates, grouping), as Core Data does.
-    static func checkNotGrouped(_ request: FetchRequest, entity: EntityDescription) throws {
+    static func checkNotGrouped(_ request: AnyFetchRequest, entity: EntityDescription) throws {
         if let groupBy = request.propertiesToGroupBy, let first = groupBy.first {
             let name = Self.label(first)
             throw error("propertiesToGroupBy (\(name)) needs the dictionary result type, not \(request.resultType)", property: name, entity: entity)

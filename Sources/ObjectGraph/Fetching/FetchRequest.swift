@@ -1,16 +1,20 @@
 import Foundation
 
 /// Search criteria for fetching objects of one entity: Core Data's
-/// `NSFetchRequest`. Models store named requests as templates whose predicate
-/// may hold `$VARIABLE`s, and fetched properties are defined by one.
+/// `NSFetchRequest`, without its result type (Core Data's
+/// `NSFetchRequest<NSFetchRequestResult>`). Requests are made as
+/// ``FetchRequest``, typed by what a fetch returns; everything that takes any
+/// request (a context's `execute`, stores, models' templates) takes this
+/// class. Models store named requests as templates whose predicate may hold
+/// `$VARIABLE`s, and fetched properties are defined by one.
 ///
 /// ```swift
-/// let request = FetchRequest(entityName: "Employee")
+/// let request = FetchRequest(entityName: "Employee")   // FetchRequest<ManagedObject>
 /// request.predicate = try FetchPredicate(format: "salary > %@", Decimal(500))
 /// request.sortDescriptors = [FetchSortDescriptor(key: "lastName")]
 /// request.fetchLimit = 10
 /// ```
-public final class FetchRequest {
+public class AnyFetchRequest {
     /// What a fetch returns (FR-RT-*).
     public enum ResultType: Sendable {
         /// Managed objects, registered in the context (the default).
@@ -104,13 +108,14 @@ public final class FetchRequest {
     /// Where this request appeared in a model file, for error messages.
     var sourceLine: Int?
 
-    public init(entityName: String? = nil) {
+    /// Required, so that `copy()` makes a request of the same result type.
+    public required init(entityName: String? = nil) {
         self.entityName = entityName
     }
 
-    /// A distinct copy with the same criteria.
-    public func copy() -> FetchRequest {
-        let c = FetchRequest(entityName: entityName)
+    /// A distinct copy with the same criteria and result type.
+    public func copy() -> Self {
+        let c = Self(entityName: entityName)
         c.predicate = predicate
         c.sortDescriptors = sortDescriptors
         c.fetchLimit = fetchLimit
@@ -134,7 +139,7 @@ public final class FetchRequest {
     }
 
     /// Field-by-field differences between two optional requests.
-    static func differences(_ a: FetchRequest?, _ b: FetchRequest?) -> [String] {
+    static func differences(_ a: AnyFetchRequest?, _ b: AnyFetchRequest?) -> [String] {
         switch (a, b) {
         case (nil, nil): return []
         case (nil, _), (_, nil): return ["present: \(a != nil) vs \(b != nil)"]

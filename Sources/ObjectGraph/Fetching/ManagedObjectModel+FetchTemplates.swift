@@ -10,7 +10,7 @@ extension ManagedObjectModel {
     /// let request = try model.fetchRequestFromTemplate(withName: "EmployeesEarningMoreThan",
     ///                                                  substitutionVariables: ["MIN": Decimal(500)])
     /// ```
-    public func fetchRequestFromTemplate(withName name: String, substitutionVariables variables: [String: Any?]) throws -> FetchRequest? {
+    public func fetchRequestFromTemplate(withName name: String, substitutionVariables variables: [String: Any?]) throws -> AnyFetchRequest? {
         guard let template = fetchRequestTemplate(forName: name) else { return nil }
         let request = template.copy()
         request.predicate = try template.predicate?.substitutingVariables(variables)

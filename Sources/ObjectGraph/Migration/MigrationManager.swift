@@ -272,7 +272,7 @@ open class MigrationManager: ExpressionFunctionTarget, KeyValueCoding {
     /// excluded) matching `predicateString` (Core Data's
     /// `fetchRequestForSourceEntityNamed:predicateString:`).
     /// - Throws: 134110 for an unknown entity or a predicate that does not parse.
-    public func fetchRequest(forSourceEntityNamed name: String, predicateString: String) throws -> FetchRequest {
+    public func fetchRequest(forSourceEntityNamed name: String, predicateString: String) throws -> AnyFetchRequest {
         guard let entity = sourceModel.entitiesByName[name] else {
             throw CoreDataError(.migration, "the source model has no entity named \(name)", userInfo: [CoreDataError.entityNameErrorKey: name])
         }

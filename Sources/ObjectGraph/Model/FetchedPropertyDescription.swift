@@ -12,9 +12,9 @@ import Foundation
 /// ```
 public final class FetchedPropertyDescription: PropertyDescription {
     /// The request that defines the property's value.
-    public var fetchRequest: FetchRequest? { willSet { ensureEditable("fetchRequest") } }
+    public var fetchRequest: AnyFetchRequest? { willSet { ensureEditable("fetchRequest") } }
 
-    public init(name: String, fetchRequest: FetchRequest? = nil) {
+    public init(name: String, fetchRequest: AnyFetchRequest? = nil) {
         self.fetchRequest = fetchRequest
         super.init(name: name)
         // A fetched property behaves like a transient attribute (FP-08).
@@ -29,7 +29,7 @@ public final class FetchedPropertyDescription: PropertyDescription {
     override func differences(from other: PropertyDescription) -> [String] {
         var out = commonDifferences(from: other)
         guard let o = other as? FetchedPropertyDescription else { return out }
-        out += FetchRequest.differences(fetchRequest, o.fetchRequest).map { "fetchRequest.\($0)" }
+        out += AnyFetchRequest.differences(fetchRequest, o.fetchRequest).map { "fetchRequest.\($0)" }
         return out
     }
 }

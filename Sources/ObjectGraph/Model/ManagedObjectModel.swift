@@ -20,7 +20,7 @@ public final class ManagedObjectModel: CustomStringConvertible, Sequence {
     private var storedEntities: [EntityDescription] = []
     private var configurationEntities: [String: [EntityDescription]] = [:]
     private var configurationOrder: [String] = []
-    private var templates: [String: FetchRequest] = [:]
+    private var templates: [String: AnyFetchRequest] = [:]
 
     /// Developer-defined version labels (MOM-VR-03); no effect on hashes.
     public var versionIdentifiers: Set<String> = [] { willSet { ensureEditable("versionIdentifiers") } }
@@ -84,13 +84,13 @@ public final class ManagedObjectModel: CustomStringConvertible, Sequence {
     // MARK: - Fetch request templates
 
     /// Stored fetch requests keyed by name (MOM-FT-01).
-    public var fetchRequestTemplatesByName: [String: FetchRequest] { templates }
+    public var fetchRequestTemplatesByName: [String: AnyFetchRequest] { templates }
 
     /// The stored template with that name, or nil (MOM-FT-02).
-    public func fetchRequestTemplate(forName name: String) -> FetchRequest? { templates[name] }
+    public func fetchRequestTemplate(forName name: String) -> AnyFetchRequest? { templates[name] }
 
     /// Stores, replaces or (with nil) removes a template (MOM-FT-04).
-    public func setFetchRequestTemplate(_ request: FetchRequest?, forName name: String) {
+    public func setFetchRequestTemplate(_ request: AnyFetchRequest?, forName name: String) {
         ensureEditable("fetch request template '\(name)'")
         templates[name] = request
     }
@@ -222,7 +222,7 @@ public final class ManagedObjectModel: CustomStringConvertible, Sequence {
             }
         }
         for name in Set(templates.keys).union(other.templates.keys).sorted() {
-            out += FetchRequest.differences(templates[name], other.templates[name]).map { "template \(name).\($0)" }
+            out += AnyFetchRequest.differences(templates[name], other.templates[name]).map { "template \(name).\($0)" }
         }
         if versionIdentifiers != other.versionIdentifiers {
             out.append("versionIdentifiers: \(versionIdentifiers.sorted()) vs \(other.versionIdentifiers.sorted())")

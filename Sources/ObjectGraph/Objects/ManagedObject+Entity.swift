@@ -1,12 +1,14 @@
 import Foundation
 
-/// `entity()` and `fetchRequest()` on a managed object class: the entity
+/// `entity()` and `fetchRequest()` on a managed object class (the second
+/// in an extension of `FetchRequestResult`, where `Self` may type its
+/// result): the entity
 /// is looked for in the models coordinators have been made with, newest
 /// first, since a class has no model of its own (Core Data looks in the
 /// models its stacks loaded).
 ///
 /// ```swift
-/// let request = Note.fetchRequest()          // FetchRequest(entityName: "Note")
+/// let request = Note.fetchRequest()          // FetchRequest<Note>
 /// let entity = Note.entity()                 // the Note entity of the model in use
 /// ```
 extension ManagedObject {
@@ -23,11 +25,17 @@ extension ManagedObject {
         }
         return entity
     }
+}
 
-    /// A fetch request for `entity()` (Xcode generates one per class as
-    /// `fetchRequest()`).
-    public class func fetchRequest() -> FetchRequest {
-        let request = FetchRequest(entityName: entity().name)
+extension FetchRequestResult where Self: ManagedObject {
+    /// A request for `entity()` typed by this class, as Xcode's generated
+    /// `fetchRequest()` is (`NSFetchRequest<Note>`).
+    ///
+    /// ```swift
+    /// let notes: [Note] = try context.fetch(Note.fetchRequest())
+    /// ```
+    public static func fetchRequest() -> FetchRequest<Self> {
+        let request = FetchRequest<Self>(entityName: entity().name)
         request.entity = entity()
         return request
     }

@@ -20,7 +20,7 @@ import Foundation
 /// print(controller.sections?.first?.numberOfObjects ?? 0)
 /// ```
 open class AnyFetchedResultsController {
-    public let fetchRequest: FetchRequest
+    public let fetchRequest: AnyFetchRequest
     public let managedObjectContext: ManagedObjectContext
     /// The key path whose value names an object's section; nil for one section.
     public let sectionNameKeyPath: String?
@@ -52,7 +52,7 @@ open class AnyFetchedResultsController {
         var objects: [Any]? { members }
     }
 
-    public init(fetchRequest: FetchRequest, managedObjectContext context: ManagedObjectContext,
+    public init(fetchRequest: AnyFetchRequest, managedObjectContext context: ManagedObjectContext,
                 sectionNameKeyPath: String?, cacheName name: String?) {
         self.fetchRequest = fetchRequest
         self.managedObjectContext = context

@@ -13,7 +13,7 @@ extension PersistentStore {
     /// request.fetchLimit = 10
     /// let rows = try store.finishedSnapshots(request)
     /// ```
-    public func finishedSnapshots(_ request: FetchRequest) throws -> [StoreSnapshot] {
+    public func finishedSnapshots(_ request: AnyFetchRequest) throws -> [StoreSnapshot] {
         let result = try fetchSnapshots(request)
         if result.isExact { return result.snapshots }
         return try Self.finish(StoreRecord.records(for: result.snapshots, in: self), request).compactMap(\.snapshot)
@@ -21,7 +21,7 @@ extension PersistentStore {
 
     /// Filters, sorts, offsets and limits records in memory, as Core Data
     /// does: the sort is stable, so ties keep the records' order.
-    static func finish(_ records: [StoreRecord], _ request: FetchRequest) throws -> [StoreRecord] {
+    static func finish(_ records: [StoreRecord], _ request: AnyFetchRequest) throws -> [StoreRecord] {
         var records = records
         if let predicate = request.predicate {
             records = try records.filter { try predicate.evaluate(with: $0) }

@@ -285,7 +285,7 @@ open class PersistentStore {
     /// Opens the store: reads or creates the file, loads metadata.
     open func load() throws {}
 
-    open func fetchSnapshots(_ request: FetchRequest) throws -> StoreFetchResult {
+    open func fetchSnapshots(_ request: AnyFetchRequest) throws -> StoreFetchResult {
         throw Self.unsupported("fetchSnapshots")
     }
 
@@ -301,7 +301,7 @@ open class PersistentStore {
     /// ```swift
     /// let result = try store.fetchSnapshots(request) { row, isExact in cache(row) }
     /// ```
-    open func fetchSnapshots(_ request: FetchRequest, each: (StoreSnapshot, _ isExact: Bool) throws -> Void) throws -> StoreFetchResult {
+    open func fetchSnapshots(_ request: AnyFetchRequest, each: (StoreSnapshot, _ isExact: Bool) throws -> Void) throws -> StoreFetchResult {
         let result = try fetchSnapshots(request)
         for snapshot in result.snapshots { try each(snapshot, result.isExact) }
         return result
@@ -351,7 +351,7 @@ open class PersistentStore {
     /// request.predicate = try FetchPredicate(format: "salary > 1000")
     /// let n = try store.countObjects(request) // SELECT COUNT(*) … in SQLite
     /// ```
-    open func countObjects(_ request: FetchRequest) throws -> Int? { nil }
+    open func countObjects(_ request: AnyFetchRequest) throws -> Int? { nil }
 
     /// The dictionary results of `request` (columns, aggregates, grouping,
     /// having, distinct, sort, offset, limit) computed by the store itself,
@@ -365,7 +365,7 @@ open class PersistentStore {
     /// request.returnsDistinctResults = true
     /// let rows = try store.fetchDictionaries(request) // nil: ask the context
     /// ```
-    open func fetchDictionaries(_ request: FetchRequest) throws -> [[String: Any]]? { nil }
+    open func fetchDictionaries(_ request: AnyFetchRequest) throws -> [[String: Any]]? { nil }
 
     /// The error a store class that does not implement part of the contract
     /// gives: Core Data's store-operation error naming the method and class.

@@ -42,7 +42,7 @@ import Testing
             context.delete(all[10])            // pending delete
             _ = try Company.department(context, "D-new", budget: 50)   // pending insert
             all[20].name = nil                 // nil sorts first
-            let requests: [FetchRequest] = [
+            let requests: [AnyFetchRequest] = [
                 Company.request("Department", where: "budget >= 3", sortedBy: "name"),
                 Company.request("Department", where: "budget >= 3 AND employees.@count == 0", sortedBy: "name"),   // evaluated on objects
                 Company.request("Department"),

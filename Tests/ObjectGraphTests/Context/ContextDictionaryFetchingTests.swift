@@ -85,12 +85,12 @@ import Testing
         ExpressionDescription(name: name, expression: try FetchExpression(format: format), expressionResultType: type)
     }
 
-    static func dictionaries(_ context: ManagedObjectContext, _ request: FetchRequest) throws -> [[String: Any]] {
+    static func dictionaries(_ context: ManagedObjectContext, _ request: AnyFetchRequest) throws -> [[String: Any]] {
         try context.performAndWait { try context.execute(request) as! [[String: Any]] }
     }
 
     /// The same request with the store's SQL turned off must give the same rows.
-    static func checkInMemoryAgrees(_ stack: Stack, _ request: FetchRequest, _ rows: [[String: Any]]) throws {
+    static func checkInMemoryAgrees(_ stack: Stack, _ request: AnyFetchRequest, _ rows: [[String: Any]]) throws {
         let other = ManagedObjectContext(coordinator: stack.coordinator)
         other.allowsFetchPushdown = false
         let expected = try dictionaries(other, request)
@@ -285,7 +285,7 @@ import Testing
         // other element types, aggregates outside dictionary results and
         // ungrouped plain columns next to aggregates.
         let stack = try Self.stack(kind)
-        func failure(_ configure: (FetchRequest) throws -> Void) throws -> CoreDataError? {
+        func failure(_ configure: (AnyFetchRequest) throws -> Void) throws -> CoreDataError? {
             let request = FetchRequest(entityName: "Employee")
             request.resultType = .dictionary
             try configure(request)
@@ -296,7 +296,7 @@ import Testing
                 return error
             }
         }
-        let cases: [(String, (FetchRequest) throws -> Void)] = [
+        let cases: [(String, (AnyFetchRequest) throws -> Void)] = [
             ("nickname", { $0.propertiesToFetch = ["nickname"] }),
             ("department.title", { $0.propertiesToFetch = ["department.title"] }),
             ("skills", { $0.propertiesToFetch = ["skills"] }),

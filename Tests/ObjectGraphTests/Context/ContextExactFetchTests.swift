@@ -24,7 +24,7 @@ import Testing
         return (first, try context(), directory)
     }
 
-    static func items(named name: String) throws -> FetchRequest {
+    static func items(named name: String) throws -> AnyFetchRequest {
         let request = FetchRequest(entityName: "Item")
         request.predicate = try FetchPredicate(format: "name == %@", name)
         return request

@@ -38,7 +38,7 @@ import Testing
         try context.performAndWait {
             let people = try seed(context)
             let zed = try Company.employee(context, "Zed", "Q", in: people["Ada"]!.department)
-            let named: (String) -> FetchRequest = { n in Company.request("Employee", where: "firstName == %@", n) }
+            let named: (String) -> AnyFetchRequest = { n in Company.request("Employee", where: "firstName == %@", n) }
             #expect(try context.fetch(named("Zed")) == [zed])
             let seenElsewhere = try other.performAndWait { try other.fetch(named("Zed")) }
             #expect(seenElsewhere.isEmpty)
@@ -172,7 +172,7 @@ final class AwakeProbeMO: ManagedObject {
         }
         /// A context on a coordinator of its own (an empty row cache), and a
         /// request for loaded probes.
-        func reader() throws -> (ManagedObjectContext, FetchRequest) {
+        func reader() throws -> (ManagedObjectContext, AnyFetchRequest) {
             let coordinator = try PersistentStoreCoordinator(managedObjectModel: model)
             try coordinator.addPersistentStore(ofType: PersistentStoreCoordinator.sqliteStoreType, at: url)
             let request = FetchRequest(entityName: "AwakeProbe")

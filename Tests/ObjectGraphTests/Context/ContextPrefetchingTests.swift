@@ -115,7 +115,7 @@ import Testing
         try context.performAndWait {
             let pending = try context.insertNewObject(forEntityName: "Department")
             try pending.setValue("Unsaved", forKey: "name")
-            for resultType in [FetchRequest.ResultType.count, .dictionary, .managedObjectID] {
+            for resultType in [AnyFetchRequest.ResultType.count, .dictionary, .managedObjectID] {
                 let request = FetchRequest(entityName: "Department")
                 request.resultType = resultType
                 request.relationshipKeyPathsForPrefetching = ["employees", "employees.projects"]

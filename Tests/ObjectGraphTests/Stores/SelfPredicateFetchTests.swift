@@ -72,7 +72,7 @@ import Testing
         try ids.map { try #require(coordinator.managedObjectID(forURIRepresentation: $0.uriRepresentation)) }
     }
 
-    static func request(_ entity: String, _ format: String, _ args: Any?...) throws -> FetchRequest {
+    static func request(_ entity: String, _ format: String, _ args: Any?...) throws -> AnyFetchRequest {
         let request = FetchRequest(entityName: entity)
         request.predicate = try FetchPredicate(format: format, argumentArray: args)
         request.sortDescriptors = [FetchSortDescriptor(key: "rank", ascending: true)]

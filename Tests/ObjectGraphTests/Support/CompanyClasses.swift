@@ -77,7 +77,7 @@ enum Company {
     }
 
     /// A request with an optional predicate (format and arguments) and sort key.
-    static func request(_ entity: String, where format: String? = nil, _ arguments: Any?..., sortedBy key: String? = nil) -> FetchRequest {
+    static func request(_ entity: String, where format: String? = nil, _ arguments: Any?..., sortedBy key: String? = nil) -> AnyFetchRequest {
         let r = FetchRequest(entityName: entity)
         if let format { r.predicate = try! FetchPredicate(format: format, argumentArray: arguments) }
         if let key { r.sortDescriptors = [FetchSortDescriptor(key: key)] }

@@ -512,7 +512,7 @@ private struct Decoding {
 
     // MARK: - Fetch requests
 
-    func fetchRequest(_ object: ArchivedObject, context: String) throws -> FetchRequest {
+    func fetchRequest(_ object: ArchivedObject, context: String) throws -> AnyFetchRequest {
         try expectClass(object, ["NSFetchRequest"], context)
         let request = FetchRequest()
         let entityUID = try object.reference("NSEntity")

@@ -229,7 +229,7 @@ private struct Encoding {
         return out
     }
 
-    func fetchRequest(_ request: FetchRequest) throws -> [String: Any] {
+    func fetchRequest(_ request: AnyFetchRequest) throws -> [String: Any] {
         if request.propertiesToGroupBy != nil || request.havingPredicate != nil { throw unsupported("fetch request with grouping") }
         var fields: [String: Any] = [
             "NSEntity": try request.entityName.map { name in

@@ -300,9 +300,9 @@ private struct Reader {
         return property
     }
 
-    mutating func fetchRequest(from element: XMLElementNode) -> FetchRequest {
+    mutating func fetchRequest(from element: XMLElementNode) -> AnyFetchRequest {
         let a = element.attributes
-        let request = FetchRequest(entityName: a["entity"])
+        let request = AnyFetchRequest(entityName: a["entity"])
         request.sourceLine = element.line
         if let format = a["predicateString"], !format.isEmpty {
             do { request.predicate = try FetchPredicate(format: format) } catch {

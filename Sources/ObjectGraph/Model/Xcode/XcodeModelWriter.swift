@@ -156,7 +156,7 @@ public enum XcodeModelWriter {
         return element("fetchedProperty", commonAttributes(fetched), children: children + userInfoXML(fetched.userInfo, indent: "            "))
     }
 
-    private static func fetchRequestAttributes(_ request: FetchRequest, name: String) -> [(String, String)] {
+    private static func fetchRequestAttributes(_ request: AnyFetchRequest, name: String) -> [(String, String)] {
         var a: [(String, String)] = [("name", name)]
         if let entity = request.entityName { a.append(("entity", entity)) }
         if let predicate = request.predicate?.predicateFormat { a.append(("predicateString", predicate)) }

@@ -105,7 +105,7 @@ open class AtomicStore: PersistentStore {
 
     // MARK: - Row-level contract
 
-    open override func fetchSnapshots(_ request: FetchRequest) throws -> StoreFetchResult {
+    open override func fetchSnapshots(_ request: AnyFetchRequest) throws -> StoreFetchResult {
         guard let name = request.entityName, let entity = model.entitiesByName[name] else {
             throw CoreDataError(.persistentStoreOperation, "Fetch request names no entity of this store's model")
         }

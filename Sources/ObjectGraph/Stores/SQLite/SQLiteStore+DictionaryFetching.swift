@@ -21,7 +21,7 @@ import Foundation
 ///   in-memory path throws), a `HAVING` naming a column whose coercion
 ///   changes its value, distinct rows with aggregates.
 extension SQLiteStore {
-    func sqlCount(_ request: FetchRequest) throws -> Int? {
+    func sqlCount(_ request: AnyFetchRequest) throws -> Int? {
         lock.lock(); defer { lock.unlock() }
         let (db, schema) = try openConnection()
         let mapping = try fetchMapping(request, schema)
@@ -34,7 +34,7 @@ extension SQLiteStore {
         return request.fetchLimit > 0 ? min(remaining, request.fetchLimit) : remaining
     }
 
-    func sqlDictionaries(_ request: FetchRequest) throws -> [[String: Any]]? {
+    func sqlDictionaries(_ request: AnyFetchRequest) throws -> [[String: Any]]? {
         lock.lock(); defer { lock.unlock() }
         let (db, schema) = try openConnection()
         let mapping = try fetchMapping(request, schema)
@@ -201,7 +201,7 @@ extension SQLiteStore {
         return id
     }
 
-    private func fetchMapping(_ request: FetchRequest, _ schema: SQLiteSchema) throws -> SQLiteSchema.EntityMapping {
+    private func fetchMapping(_ request: AnyFetchRequest, _ schema: SQLiteSchema) throws -> SQLiteSchema.EntityMapping {
         guard let name = request.entityName, let mapping = schema.entity(named: name) else {
             throw CoreDataError(.persistentStoreOperation, "fetch request entity \(request.entityName ?? "nil") is not in this store",
                                 userInfo: [CoreDataError.entityNameErrorKey: request.entityName ?? ""])
@@ -211,7 +211,7 @@ extension SQLiteStore {
 
     /// The table and WHERE condition of the request's rows (entity filter
     /// and compiled predicate), or nil when the predicate does not compile exactly.
-    private func baseQuery(_ request: FetchRequest, _ mapping: SQLiteSchema.EntityMapping, _ schema: SQLiteSchema,
+    private func baseQuery(_ request: AnyFetchRequest, _ mapping: SQLiteSchema.EntityMapping, _ schema: SQLiteSchema,
                            _ compiler: inout SQLitePredicateCompiler) -> (table: String, filter: String)? {
         let numbers = request.includesSubentities ? mapping.numbersIncludingSubentities : [mapping.number]
         let wholeTable = Set(numbers) == Set(schema.table(named: mapping.tableName).flatMap { schema.entity(named: $0.rootEntityName) }?.numbersIncludingSubentities ?? [])

@@ -613,11 +613,11 @@ public final class SQLiteStore: PersistentStore {
     /// unlimited, `isExact` false; when the predicate does not compile, every
     /// row of the entity does. The caller then finishes in memory
     /// (`finishedSnapshots(_:)`, or the coordinator).
-    public override func fetchSnapshots(_ request: FetchRequest) throws -> StoreFetchResult {
+    public override func fetchSnapshots(_ request: AnyFetchRequest) throws -> StoreFetchResult {
         try fetchSnapshots(request, each: { _, _ in })
     }
 
-    public override func fetchSnapshots(_ request: FetchRequest, each: (StoreSnapshot, _ isExact: Bool) throws -> Void) throws -> StoreFetchResult {
+    public override func fetchSnapshots(_ request: AnyFetchRequest, each: (StoreSnapshot, _ isExact: Bool) throws -> Void) throws -> StoreFetchResult {
         lock.lock(); defer { lock.unlock() }
         let (db, schema) = try openConnection()
         guard let name = request.entityName, let mapping = schema.entity(named: name),
@@ -681,14 +681,14 @@ public final class SQLiteStore: PersistentStore {
 
     /// `SELECT COUNT(*)` when the predicate compiles exactly; see
     /// `SQLiteStore+DictionaryFetching.swift`.
-    public override func countObjects(_ request: FetchRequest) throws -> Int? {
+    public override func countObjects(_ request: AnyFetchRequest) throws -> Int? {
         try sqlCount(request)
     }
 
     /// Columns, aggregates, groups, having, distinct rows, order and limits
     /// in one SQL query when all of it translates exactly; see
     /// `SQLiteStore+DictionaryFetching.swift`.
-    public override func fetchDictionaries(_ request: FetchRequest) throws -> [[String: Any]]? {
+    public override func fetchDictionaries(_ request: AnyFetchRequest) throws -> [[String: Any]]? {
         try sqlDictionaries(request)
     }
 

@@ -16,7 +16,7 @@ import Testing
     }
 
     /// A request of `mode` for a random predicate, sort, offset and limit.
-    static func request(_ mode: Mode, _ generator: inout SQLiteFetchDifferentialTests.Generator, entity: String) throws -> FetchRequest {
+    static func request(_ mode: Mode, _ generator: inout SQLiteFetchDifferentialTests.Generator, entity: String) throws -> AnyFetchRequest {
         let request = FetchRequest(entityName: entity)
         request.predicate = try FetchPredicate(format: generator.predicate())
         func roll(_ n: UInt64) -> Int { Int(generator.rng.next() % n) }

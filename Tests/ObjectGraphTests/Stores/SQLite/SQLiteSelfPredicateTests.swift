@@ -14,7 +14,7 @@ import Testing
 
     /// The store's answer, which must be exact (wholly in SQL), compared with
     /// the in-memory evaluator's over every row of the request's entity.
-    static func exactAndAgreeing(_ store: SQLiteStore, _ request: FetchRequest, sourceLocation: SourceLocation = #_sourceLocation) throws -> [ManagedObjectID] {
+    static func exactAndAgreeing(_ store: SQLiteStore, _ request: AnyFetchRequest, sourceLocation: SourceLocation = #_sourceLocation) throws -> [ManagedObjectID] {
         let raw = try store.fetchSnapshots(request)
         #expect(raw.isExact, "\(request.predicate!) was not compiled to SQL", sourceLocation: sourceLocation)
         let all = FetchRequest(entityName: request.entityName!)
