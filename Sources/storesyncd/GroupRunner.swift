@@ -10,7 +10,7 @@ import StoreSyncControl
 import StoreSyncPostgreSQL
 
 /// What one round of work did, for the log line, `STATUS=` and the demo.
-struct RoundSummary {
+struct RoundSummary: Sendable {
     var group: String
     /// What asked for the round: `start`, `timer`, `store:<name>`.
     var trigger: String
@@ -69,7 +69,7 @@ final class GroupRunner: @unchecked Sendable {
     /// Where the group's hub stands, for `status`: its kind and server,
     /// whether this daemon reaches it, and (a PostgreSQL hub) every host's
     /// stores it knows.
-    struct HubReport {
+    struct HubReport: Sendable {
         /// "embedded" or "postgresql".
         var kind: String
         /// The hub file, or `host:port/db` (never user or password).
