@@ -183,7 +183,7 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
             ],
-            swiftSettings: swift5
+            swiftSettings: []
         ),
         // Runs the built storesyncd binary (config checks, demo, systemd
         // notify, end to end); ObjectGraph writes the stores it syncs.

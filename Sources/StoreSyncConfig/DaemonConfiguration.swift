@@ -36,7 +36,7 @@ public enum LogFormat: String, CaseIterable, Sendable {
 }
 
 /// Settings given on the command line; each one wins over the file.
-public struct ConfigurationOverrides {
+public struct ConfigurationOverrides: Sendable {
     public var stateDirectory: String?
     public var runtimeDirectory: String?
     public var logLevel: Logger.Level?
@@ -115,7 +115,7 @@ public enum HubSettings: Equatable {
 /// let settings = PostgreSQLHubSettings(uri: "postgresql://sync@db.example:5432/notes", passwordFile: URL(fileURLWithPath: "/etc/storesyncd/db.pw"))
 /// let conninfo = try settings.conninfo()   // "postgresql://sync@db.example:5432/notes?password=…&connect_timeout=10"
 /// ```
-public struct PostgreSQLHubSettings: Equatable {
+public struct PostgreSQLHubSettings: Equatable, Sendable {
     /// The URI as configured (no password in it).
     public var uri: String
     public var passwordFile: URL?

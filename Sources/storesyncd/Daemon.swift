@@ -7,12 +7,14 @@ import Logging
 import StoreSync
 import StoreSyncConfig
 import StoreSyncControl
+import Synchronization
 
 /// The running daemon: owns the libuv loop and everything on it (directory
 /// watches, timers, signals, systemd notifications) and one `GroupRunner`
 /// per group for the blocking work. All of its state is touched on the loop
 /// thread only; runners hand results back through `loop.post`.
-final class Daemon {
+// @unchecked Sendable: all of its state is the loop thread's; its entry points check it (loop.assertOnLoop).
+final class Daemon: @unchecked Sendable {
     enum State { case starting, running, reloading, stopping }
 
     let loop: EventLoop
@@ -128,9 +130,10 @@ final class Daemon {
     /// stores and starts the safety timer. `completion` runs on the loop
     /// with the names of groups whose hub could not be opened.
     private func startGroups(_ completion: @escaping ([String]) -> Void) {
+        loop.assertOnLoop()
+        let completion = LoopBound(completion, loop: loop)
         let dispatchGroup = DispatchGroup()
-        let failuresLock = NSLock()
-        var failures: [String] = []
+        let failures = Mutex<[String]>([])
         runners = configuration.groups.map { settings in
             let runner = GroupRunner(settings: settings,
                                      configuration: settings.syncConfiguration(stateDirectory: configuration.stateDirectory,
@@ -152,17 +155,14 @@ final class Daemon {
         for runner in runners {
             dispatchGroup.enter()
             runner.open { error in
-                if error != nil {
-                    failuresLock.lock()
-                    failures.append(runner.name)
-                    failuresLock.unlock()
-                }
+                if error != nil { failures.withLock { $0.append(runner.name) } }
                 dispatchGroup.leave()
             }
         }
         dispatchGroup.notify(queue: .global()) { [loop] in
+            let failures = failures.withLock { $0 }
             loop.post { [self] in
-                guard state != .stopping else { return completion(failures) }
+                guard state != .stopping else { return completion.value(failures) }
                 if failures.isEmpty {
                     do { try watchStores() } catch {
                         logger.error("cannot watch the stores; the safety timer still runs rounds", metadata: ["error": "\(error)"])
@@ -173,7 +173,7 @@ final class Daemon {
                     // reload, are picked up now, not at the first timer tick.
                     for runner in runners { runner.schedule(.round(trigger: "start")) }
                 }
-                completion(failures)
+                completion.value(failures)
             }
         }
     }
@@ -181,6 +181,8 @@ final class Daemon {
     /// Closes every runner (each finishes its round in flight first), then
     /// calls `completion` on the loop.
     private func stopGroups(_ completion: @escaping () -> Void) {
+        loop.assertOnLoop()
+        let completion = LoopBound(completion, loop: loop)
         for watch in watches { watch.close() }
         watches.removeAll()
         for trigger in triggers.values { trigger.close() }
@@ -200,7 +202,7 @@ final class Daemon {
         }
         runners.removeAll()
         latest.removeAll()
-        dispatchGroup.notify(queue: .global()) { [loop] in loop.post(completion) }
+        dispatchGroup.notify(queue: .global()) { [loop] in loop.post { completion.value() } }
     }
 
     /// One inotify watch per directory holding a store: a save writes the
@@ -218,8 +220,9 @@ final class Daemon {
                 let trigger = StoreTrigger(gap: configuration.debounce, minimumBackoff: 0.5, maximumBackoff: max(0.5, rescan),
                                            arm: { delay, fire in timer.start(after: delay, fire) }) { [weak runner, loop] done in
                     guard let runner else { return done(nil) }
+                    let done = LoopBound(done, loop: loop)
                     runner.schedule(.store(name)) { summary in
-                        loop.post { done(StoreTrigger.Outcome(summary, store: name)) }
+                        loop.post { done.value(StoreTrigger.Outcome(summary, store: name)) }
                     }
                 }
                 triggers["\(runner.name)/\(name)"] = trigger
@@ -266,6 +269,7 @@ final class Daemon {
     /// Starts (or, when the hub was reopened on the same channel, keeps) the
     /// group's listener.
     private func listen(_ runner: GroupRunner, channel: String) {
+        loop.assertOnLoop()
         guard state != .stopping, let settings = runner.settings.hub.postgreSQL else { return }
         if let existing = hubListeners[runner.name] {
             if existing.channel == channel { return }
@@ -283,6 +287,7 @@ final class Daemon {
     }
 
     private func roundFinished(_ summary: RoundSummary) {
+        loop.assertOnLoop()
         guard runners.contains(where: { $0.name == summary.group }) else { return }
         let before = latest[summary.group]
         latest[summary.group] = summary
@@ -347,6 +352,7 @@ final class Daemon {
     /// every group is closed, then the loop ends. Nothing is lost by
     /// stopping early: the engine's cursors only move with what they cover.
     func stop() {
+        loop.assertOnLoop()
         guard state != .stopping else {
             logger.notice("already stopping; waiting for the rounds in flight")
             return
@@ -372,6 +378,7 @@ final class Daemon {
     /// groups (each finishes its round in flight first), an invalid one is
     /// refused and the running configuration kept.
     func reload(completion: ((ReloadOutcome) -> Void)? = nil) {
+        loop.assertOnLoop()
         switch state {
         case .stopping:
             completion?(.cancelled)
@@ -395,6 +402,7 @@ final class Daemon {
     }
 
     private func finishReload(_ result: Result<DaemonConfiguration, Error>) {
+        loop.assertOnLoop()
         guard state == .reloading else { return }
         switch result {
         case .failure(let error):

@@ -76,7 +76,8 @@ enum Demo {
     /// Makes `count` saves in s1 from a writer thread once the daemon is
     /// ready, and logs as they arrive in s2 and s3 (checked after each round,
     /// off the loop). `whenSynced` runs on the loop once all have arrived.
-    final class Writer {
+    // @unchecked Sendable: `arrived`, `finished` are touched in `queue`'s blocks only; `checkWaiting` is the loop's (assertOnLoop checks); `started` is set before the first check is queued; the rest is immutable (the model only read).
+    final class Writer: @unchecked Sendable {
         let directory: URL
         let count: Int
         let model: ManagedObjectModel
@@ -126,7 +127,7 @@ enum Demo {
 
         /// After a round (on the loop): count the writes in s2 and s3 off the
         /// loop; one check at a time, since a check covers every round before it.
-        func roundFinished(_ loop: EventLoop, whenSynced: @escaping () -> Void) {
+        func roundFinished(_ loop: EventLoop, whenSynced: @escaping @Sendable () -> Void) {
             loop.assertOnLoop()
             guard !checkWaiting else { return }
             checkWaiting = true

@@ -1,5 +1,6 @@
 import CLibUV
 import Foundation
+import Synchronization
 
 /// A thin Swift layer over one libuv loop: timers, directory watches,
 /// signals, and `post` for other threads to hand work back to the loop.
@@ -11,7 +12,8 @@ import Foundation
 /// Everything except `post` must be called on the loop's thread: the
 /// thread that made the loop and runs it. `assertOnLoop()` checks it, and
 /// every handle checks it when started, stopped or closed.
-final class EventLoop {
+// @unchecked Sendable: `posted` is under `lock` (`post` is callable from any thread); all else is the loop thread's (assertOnLoop checks).
+final class EventLoop: @unchecked Sendable {
     let loop: UnsafeMutablePointer<uv_loop_t>
     /// The loop's thread (libuv's handles are not thread-safe; only
     /// `uv_async_send`, behind `post`, may be called from elsewhere).
@@ -51,7 +53,9 @@ final class EventLoop {
 
     /// Runs `block` on the loop thread soon; callable from any thread. libuv
     /// coalesces several `uv_async_send` into one callback, so blocks queue here.
-    func post(_ block: @escaping () -> Void) {
+    /// `sending`: the caller hands the block (and what it captures) over to
+    /// the loop thread and keeps nothing of it (the compiler checks that).
+    func post(_ block: sending @escaping () -> Void) {
         lock.lock()
         posted.append(block)
         lock.unlock()
@@ -77,6 +81,43 @@ final class EventLoop {
     deinit {
         uv_loop_close(loop)
         loop.deallocate()
+    }
+}
+
+/// A value of the loop thread's (a reply or completion handler, a `Gather`)
+/// carried through a group's or another queue and back to the loop, where
+/// alone it is used: made on the loop, and `value` traps off the loop.
+///
+/// ```swift
+/// let reply = LoopBound(reply, loop: loop)        // on the loop
+/// runner.perform({ try $0.conflicts() }) { result in   // on the group's queue
+///     loop.post { reply.value(answer(result)) }    // on the loop again
+/// }
+/// ```
+// @unchecked Sendable: the value is read on the loop's thread only, and `value` checks it (assertOnLoop).
+struct LoopBound<Value>: @unchecked Sendable {
+    private let wrapped: Value
+    let loop: EventLoop
+
+    init(_ value: Value, loop: EventLoop, file: StaticString = #fileID, line: UInt = #line) {
+        loop.assertOnLoop("LoopBound.init", file: file, line: line)
+        wrapped = value
+        self.loop = loop
+    }
+
+    var value: Value {
+        loop.assertOnLoop("LoopBound.value")
+        return wrapped
+    }
+}
+
+extension DispatchQueue {
+    /// Runs `body` on the queue with `value`, which the caller hands over
+    /// (`sending`: the compiler checks that the caller keeps no use of it),
+    /// e.g. a connection the loop is done with, to be closed on its queue.
+    func async<T>(handingOver value: sending T, _ body: @escaping @Sendable (sending T) -> Void) {
+        let slot = Mutex<T?>(value)
+        async { if let value = slot.withLock({ $0.take() }) { body(value) } }
     }
 }
 

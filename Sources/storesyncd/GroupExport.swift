@@ -12,7 +12,8 @@ import StoreSyncControl
 /// round: it is logged (rate-limited like other repeated errors), shown in
 /// status, and the next job (a file event, or the safety timer) goes on from
 /// the cursor, so the records catch up once the directory can be written.
-final class GroupExport {
+// @unchecked Sendable: `current` is under `lock`; `exporter` and `repeatedErrors` are the group queue's (dispatchPrecondition checks); the rest is immutable.
+final class GroupExport: @unchecked Sendable {
     /// What `status` shows; a copy read under the lock from the loop thread.
     struct Status {
         var directory: String

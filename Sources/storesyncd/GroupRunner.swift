@@ -10,7 +10,7 @@ import StoreSyncControl
 import StoreSyncPostgreSQL
 
 /// What one round of work did, for the log line, `STATUS=` and the demo.
-struct RoundSummary {
+struct RoundSummary: Sendable {
     var group: String
     /// What asked for the round: `start`, `timer`, `store:<name>`.
     var trigger: String
@@ -40,7 +40,8 @@ struct RoundSummary {
 /// burst of file events costs one round); a request that arrives while a
 /// round *runs* queues one more, since that round may have read the store
 /// before the new change committed.
-final class GroupRunner {
+// @unchecked Sendable: `waiting`, `completions`, `stopping`, `publishedHubReport` are under `lock`; the group's state is `queue`'s (dispatchPrecondition checks); the rest is set before `open`, then only read.
+final class GroupRunner: @unchecked Sendable {
     enum Job: Hashable {
         /// `runRound()` until idle: every store pulled, then pushed.
         case round(trigger: String)
@@ -68,7 +69,7 @@ final class GroupRunner {
     /// Where the group's hub stands, for `status`: its kind and server,
     /// whether this daemon reaches it, and (a PostgreSQL hub) every host's
     /// stores it knows.
-    struct HubReport {
+    struct HubReport: Sendable {
         /// "embedded" or "postgresql".
         var kind: String
         /// The hub file, or `host:port/db` (never user or password).
@@ -97,7 +98,7 @@ final class GroupRunner {
     private let queue: DispatchQueue
     private var logger: Logger
     /// Called on the group's queue after every job.
-    private let onRound: (RoundSummary) -> Void
+    private let onRound: @Sendable (RoundSummary) -> Void
     private let metrics: DaemonMetrics?
     /// `[group.export]`: the records kept after every job (nil: none configured).
     let export: GroupExport?
@@ -128,7 +129,7 @@ final class GroupRunner {
     private let lock = NSLock()
     private var waiting: Set<Job> = []
     /// Callers waiting for a job to finish (`sync` with `"wait"`), by job.
-    private var completions: [Job: [(RoundSummary?) -> Void]] = [:]
+    private var completions: [Job: [@Sendable (RoundSummary?) -> Void]] = [:]
     private var stopping = false
 
     var name: String { settings.name }
@@ -146,7 +147,7 @@ final class GroupRunner {
     let hostName: String
     /// Called on the group's queue each time a PostgreSQL hub opens, with
     /// its notification channel: the daemon listens on it.
-    var onHubSession: ((_ channel: String) -> Void)?
+    var onHubSession: (@Sendable (_ channel: String) -> Void)?
 
     // Only touched on `queue`.
     /// The hub could not be reached: the reason and since when (nil: reachable).
@@ -156,7 +157,7 @@ final class GroupRunner {
     private var hubWasDown = false
 
     init(settings: GroupSettings, configuration: SyncGroupConfiguration, hostName: String = DaemonConfiguration.machineHostName(),
-         logger: Logger, paused: Set<String> = [], metrics: DaemonMetrics? = nil, onRound: @escaping (RoundSummary) -> Void) {
+         logger: Logger, paused: Set<String> = [], metrics: DaemonMetrics? = nil, onRound: @escaping @Sendable (RoundSummary) -> Void) {
         self.settings = settings
         self.configuration = configuration
         self.hostName = hostName
@@ -178,7 +179,7 @@ final class GroupRunner {
     /// starts anyway (the applications go on saving, the stores keep their
     /// history), and the fallback poll, the safety timer and a restored
     /// notification connection try to open it again.
-    func open(completion: @escaping (Error?) -> Void) {
+    func open(completion: @escaping @Sendable (Error?) -> Void) {
         queue.async { [self] in
             do {
                 try FileManager.default.createDirectory(at: configuration.stateDirectory, withIntermediateDirectories: true)
@@ -303,7 +304,7 @@ final class GroupRunner {
     /// `completion`, if given, runs on the group's queue once the job has
     /// run, with its summary, or with nil when the job was dropped (the
     /// group closed first).
-    func schedule(_ job: Job, completion: ((RoundSummary?) -> Void)? = nil) {
+    func schedule(_ job: Job, completion: (@Sendable (RoundSummary?) -> Void)? = nil) {
         lock.lock()
         if stopping {
             lock.unlock()
@@ -322,7 +323,7 @@ final class GroupRunner {
     /// Runs `body` on the group's queue with the open group (control
     /// requests: status, conflicts, resolve, pause). `completion` runs on
     /// the queue with the result, or `NotOpen` when there is no group.
-    func perform<T>(_ body: @escaping (SyncGroup) throws -> T, completion: @escaping (Result<T, Error>) -> Void) {
+    func perform<T>(_ body: @escaping @Sendable (SyncGroup) throws -> T, completion: @escaping @Sendable (Result<T, Error>) -> Void) {
         queue.async { [self] in
             lock.lock()
             let cancelled = stopping
@@ -335,7 +336,7 @@ final class GroupRunner {
     /// `status`: the engine's view of the stores and where the hub stands,
     /// on the queue. A PostgreSQL hub not open or not reachable gives the
     /// stores' failure (the hub's reason) and `reachable: false`.
-    func statusReport(completion: @escaping (Result<[SyncStoreStatus], Error>, HubReport) -> Void) {
+    func statusReport(completion: @escaping @Sendable (Result<[SyncStoreStatus], Error>, HubReport) -> Void) {
         queue.async { [self] in
             lock.lock()
             let cancelled = stopping
@@ -416,7 +417,7 @@ final class GroupRunner {
 
     /// `export.rebuild`: rewrites the group's records directory from the
     /// hub, on the queue (between rounds). `completion` runs on the queue.
-    func rebuildExport(completion: @escaping (Result<SyncRecordExporter.Report, Error>) -> Void) {
+    func rebuildExport(completion: @escaping @Sendable (Result<SyncRecordExporter.Report, Error>) -> Void) {
         guard let export else {
             return queue.async { [self] in completion(.failure(ControlError(.notConfigured, "group \(name) has no [group.export] table"))) }
         }
@@ -427,7 +428,7 @@ final class GroupRunner {
     /// queue, so it takes effect between jobs, never inside a round.
     /// `completion` gets the store names changed, or the engine's error
     /// (no such store).
-    func setPaused(_ pause: Bool, stores: [String]?, completion: @escaping (Result<[String], Error>) -> Void) {
+    func setPaused(_ pause: Bool, stores: [String]?, completion: @escaping @Sendable (Result<[String], Error>) -> Void) {
         perform({ [self] group -> [String] in
             let names = stores ?? settings.stores.map(\.name)
             for name in names where !settings.stores.contains(where: { $0.name == name }) {
@@ -453,7 +454,7 @@ final class GroupRunner {
 
     /// Finishes the job in flight, drops the ones not started, closes the
     /// stores and the hub; `completion` runs on the group's queue.
-    func close(completion: @escaping () -> Void) {
+    func close(completion: @escaping @Sendable () -> Void) {
         lock.lock()
         stopping = true
         waiting.removeAll()
@@ -632,7 +633,7 @@ final class GroupRunner {
     /// Ends a job that could not reach the hub: the round is reported
     /// failed (log line, `STATUS=`, the store triggers' back-off) and its
     /// waiters answered with that.
-    private func finishWithoutHub(_ job: Job, start: Date, waiters: [(RoundSummary?) -> Void]) {
+    private func finishWithoutHub(_ job: Job, start: Date, waiters: [@Sendable (RoundSummary?) -> Void]) {
         dispatchPrecondition(condition: .onQueue(queue))
         let reason = HubUnreachable(group: name, server: hubServer, reason: hubFailure?.reason ?? "not open").description
         var summary = RoundSummary(group: name, trigger: job.trigger, moved: false, duration: Date().timeIntervalSince(start),

@@ -25,7 +25,8 @@ import StoreSyncPostgreSQL
 ///                                conninfo: { try settings.conninfo() }, logger: logger) { runner.schedule(.hub) }
 /// listener.start()
 /// ```
-final class HubListener {
+// @unchecked Sendable: its mutable state is the loop thread's (assertOnLoop checks); the queue gets only copies and connections handed over.
+final class HubListener: @unchecked Sendable {
     enum State: String {
         case connecting, listening, reconnecting, closed
     }
@@ -34,7 +35,8 @@ final class HubListener {
     let channel: String
     let hostName: String
     private let loop: EventLoop
-    private let conninfo: () throws -> String
+    /// Called on the listener's queue.
+    private let conninfo: @Sendable () throws -> String
     private let onChange: () -> Void
     private var logger: Logger
     private let queue: DispatchQueue
@@ -57,7 +59,7 @@ final class HubListener {
     private var outageLogged = false
 
     init(loop: EventLoop, group: String, channel: String, hostName: String, maximumBackoff: TimeInterval = 30,
-         conninfo: @escaping () throws -> String, logger: Logger, onChange: @escaping () -> Void) throws {
+         conninfo: @escaping @Sendable () throws -> String, logger: Logger, onChange: @escaping () -> Void) throws {
         self.loop = loop
         self.group = group
         self.channel = channel
@@ -80,6 +82,7 @@ final class HubListener {
     }
 
     private func connect() {
+        loop.assertOnLoop()
         state = .connecting
         let generation = generation, channel = channel, conninfo = conninfo
         queue.async { [loop] in
@@ -171,7 +174,7 @@ final class HubListener {
         poll = nil
         if let connection {
             self.connection = nil
-            queue.async { connection.close() }
+            queue.async(handingOver: connection) { $0.close() }
         }
         lastError = reason
         if !outageLogged {
@@ -197,7 +200,7 @@ final class HubListener {
         retryTimer.close()
         if let connection {
             self.connection = nil
-            queue.async { connection.close() }
+            queue.async(handingOver: connection) { $0.close() }
         }
     }
 }

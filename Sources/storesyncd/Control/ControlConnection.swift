@@ -4,6 +4,7 @@ import Glibc
 import CLibUV
 import Foundation
 import StoreSyncControl
+import Synchronization
 
 /// One accepted client on the control socket (a `uv_pipe_t`), on the loop
 /// thread: splits what it reads into lines, hands them on one at a time
@@ -24,7 +25,9 @@ final class ControlConnection: LoopHandle {
     /// Subscriptions by the id of the request that opened them.
     private(set) var subscriptions: [ControlSubscription] = []
 
-    private static var nextSerial = 0
+    /// The last serial handed out (connections are made on the loop, but an
+    /// atomic counter is safe on any thread and costs nothing).
+    private static let nextSerial = Atomic<Int>(0)
     private static let readSize = 64 * 1024
     /// A subscriber whose unread output passes this is cut off: the daemon
     /// must not hold an unbounded backlog for a client that stopped reading.
@@ -46,8 +49,7 @@ final class ControlConnection: LoopHandle {
     static let maximumQueuedLines = 128
 
     init(_ loop: EventLoop) throws {
-        Self.nextSerial += 1
-        serial = Self.nextSerial
+        serial = Self.nextSerial.wrappingAdd(1, ordering: .relaxed).newValue
         loop.assertOnLoop()
         super.init(type: UV_NAMED_PIPE, thread: loop.thread)
         try LoopError.check("uv_pipe_init", uv_pipe_init(loop.loop, pointer(uv_pipe_t.self), 0))

@@ -15,7 +15,8 @@ import StoreSyncControl
 /// Backpressure: while the client has more than `highWater` bytes unread,
 /// no batch is read, so a slow client costs the daemon no memory and is
 /// not cut off as a slow consumer.
-final class ControlLogStream {
+// @unchecked Sendable: its state is the loop thread's (assertOnLoop checks); its queue touches only `reader` (a LogBox).
+final class ControlLogStream: @unchecked Sendable {
     static let pollInterval: TimeInterval = 0.2
     static let batchSize = 128
     /// A batch also ends past this many bytes of entries, so one batch
@@ -42,7 +43,7 @@ final class ControlLogStream {
     }
 
     /// What one read on the queue gave.
-    private struct Batch: @unchecked Sendable {
+    private struct Batch: Sendable {
         var items: [[String: JSONValue]] = []
         var warnings: [String] = []
         var caughtUp = false
@@ -62,6 +63,8 @@ final class ControlLogStream {
         connection.add(subscription)
         subscription.onEnd = { stream.end() }
         let box = stream.reader
+        // Used on the loop again once the log is open.
+        let reply = LoopBound(reply, loop: loop), connection = LoopBound(connection, loop: loop)
         stream.queue.async {
             let result: Result<(sources: [String], cursor: String), Error> = Result {
                 let log = try SyncChangeLog(groups: groups, filter: filter, after: after ?? .start)
@@ -70,6 +73,7 @@ final class ControlLogStream {
                 return (log.sources.map(\.key), log.position.description)
             }
             loop.post {
+                let reply = reply.value, connection = connection.value
                 switch result {
                 case .success(let opened):
                     reply(ControlReply.ok(request.id, ["sources": .array(opened.sources.map(JSONValue.string)), "cursor": .string(opened.cursor)]))

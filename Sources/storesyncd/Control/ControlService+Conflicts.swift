@@ -26,7 +26,7 @@ extension ControlService {
         try requireRunning(request.op)
         var runners = daemon.runners
         if request.fields["group"] != nil { runners = [try conflictGroup(request)] }
-        let gather = Gather<(String, Result<[SyncConflict], Error>)>(count: runners.count) { results in
+        let gather = LoopBound(Gather<(String, Result<[SyncConflict], Error>)>(count: runners.count) { results in
             var conflicts: [JSONValue] = []
             var failures: [String] = []
             for (group, result) in results.sorted(by: { $0.0 < $1.0 }) {
@@ -39,9 +39,9 @@ extension ControlService {
                 return reply(ControlReply.error(request.id, ControlError(.failed, failures.joined(separator: "; ")), ["conflicts": .array(conflicts)]))
             }
             reply(ControlReply.ok(request.id, ["conflicts": .array(conflicts)]))
-        }
+        }, loop: loop)
         for runner in runners {
-            runner.perform({ try $0.conflicts() }) { [loop] result in loop.post { gather.add((runner.name, result)) } }
+            runner.perform({ try $0.conflicts() }) { [loop] result in loop.post { gather.value.add((runner.name, result)) } }
         }
     }
 
@@ -50,6 +50,7 @@ extension ControlService {
         try requireRunning(request.op)
         let runner = try conflictGroup(request)
         let id = try request.requiredInt("conflict")
+        let reply = LoopBound(reply, loop: loop)
         runner.perform({ group -> (SyncConflict, Bool) in
             guard let conflict = try group.conflicts(includingResolved: true).first(where: { $0.id == id }) else {
                 throw ControlError(.notFound, "group \(runner.name) has no conflict \(id)")
@@ -58,6 +59,7 @@ extension ControlService {
             return (conflict, !waiting)
         }) { [loop] result in
             loop.post {
+                let reply = reply.value
                 switch result {
                 case .success(let (conflict, resolved)):
                     reply(ControlReply.ok(request.id, ["conflict": Self.json(conflict, group: runner.name, resolved: resolved)]))
@@ -79,6 +81,7 @@ extension ControlService {
         guard let resolution = ConflictResolution(rawValue: take) else {
             throw ControlError(.badRequest, "field take: '\(take)' is not a side (expected incoming or hub)")
         }
+        let reply = LoopBound(reply, loop: loop)
         runner.perform({ group -> SyncConflict in
             guard let conflict = try group.conflicts().first(where: { $0.id == id }) else {
                 let resolved = try group.conflicts(includingResolved: true).contains { $0.id == id }
@@ -88,6 +91,7 @@ extension ControlService {
             return conflict
         }) { [daemon, loop] result in
             loop.post {
+                let reply = reply.value
                 switch result {
                 case .success(let conflict):
                     daemon.metrics.recordResolution(group: runner.name)

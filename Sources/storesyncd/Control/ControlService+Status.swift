@@ -40,14 +40,15 @@ extension ControlService {
             }
             reply(ControlReply.ok(request.id, ["daemon": daemonJSON(), "groups": .array(groups), "in_sync": .bool(inSync && daemon.state == .running)]))
         }
+        let arrived = LoopBound({ (name: String, result: Result<[SyncStoreStatus], Error>, hub: GroupRunner.HubReport) in
+            guard !answered else { return }
+            fresh[name] = result
+            hubs[name] = hub
+            if fresh.count == runners.count { answer() }
+        }, loop: loop)
         for runner in runners {
             runner.statusReport { [loop] result, hub in
-                loop.post {
-                    guard !answered else { return }
-                    fresh[runner.name] = result
-                    hubs[runner.name] = hub
-                    if fresh.count == runners.count { answer() }
-                }
+                loop.post { arrived.value(runner.name, result, hub) }
             }
         }
         if runners.isEmpty { return answer() }

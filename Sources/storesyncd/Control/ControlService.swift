@@ -122,7 +122,7 @@ final class ControlService {
         try requireRunning(request.op)
         let pausing = request.op == .pause
         let targets = try targets(request)
-        let gather = Gather<(String, Result<[String], Error>)>(count: targets.count) { [self] results in
+        let gather = LoopBound(Gather<(String, Result<[String], Error>)>(count: targets.count) { [self] results in
             var changed: [JSONValue] = []
             var failures: [String] = []
             for (group, result) in results {
@@ -144,10 +144,10 @@ final class ControlService {
                 return reply(ControlReply.error(request.id, ControlError(.failed, failures.joined(separator: "; ")), ["changed": .array(changed)]))
             }
             reply(ControlReply.ok(request.id, [pausing ? "paused" : "resumed": .array(changed)]))
-        }
+        }, loop: loop)
         for target in targets {
             target.runner.setPaused(pausing, stores: target.stores) { [loop] result in
-                loop.post { gather.add((target.runner.name, result)) }
+                loop.post { gather.value.add((target.runner.name, result)) }
             }
         }
     }
@@ -164,7 +164,7 @@ final class ControlService {
             for target in targets { target.runner.schedule(job) }
             return reply(ControlReply.ok(request.id, ["scheduled": .array(targets.map { .string($0.runner.name) })]))
         }
-        let gather = Gather<(String, RoundSummary?)>(count: targets.count) { results in
+        let gather = LoopBound(Gather<(String, RoundSummary?)>(count: targets.count) { results in
             let rounds = results.map { group, summary in summary.map(Self.json) ?? ["group": .string(group), "cancelled": true] }
             if results.contains(where: { $0.1 == nil }) {
                 return reply(ControlReply.error(request.id, ControlError(.cancelled, "the round was dropped: the daemon stopped or reloaded before it ran"),
@@ -175,10 +175,10 @@ final class ControlService {
                 return reply(ControlReply.error(request.id, ControlError(.failed, "round failed: \(failed.joined(separator: "; "))"), ["rounds": .array(rounds)]))
             }
             reply(ControlReply.ok(request.id, ["rounds": .array(rounds)]))
-        }
+        }, loop: loop)
         for target in targets {
             target.runner.schedule(job) { [loop] summary in
-                loop.post { gather.add((target.runner.name, summary)) }
+                loop.post { gather.value.add((target.runner.name, summary)) }
             }
         }
     }
@@ -206,7 +206,7 @@ final class ControlService {
             }
         }
         let started = Date()
-        let gather = Gather<(GroupRunner, Result<SyncRecordExporter.Report, Error>, TimeInterval)>(count: runners.count) { results in
+        let gather = LoopBound(Gather<(GroupRunner, Result<SyncRecordExporter.Report, Error>, TimeInterval)>(count: runners.count) { results in
             var groups: [JSONValue] = []
             var failures: [String] = []
             var total = 0
@@ -232,11 +232,11 @@ final class ControlService {
                                                 ["groups": .array(groups)]))
             }
             reply(ControlReply.ok(request.id, ["groups": .array(groups), "records": JSONValue(total)]))
-        }
+        }, loop: loop)
         for runner in runners {
             runner.rebuildExport { [loop] result in
                 let duration = Date().timeIntervalSince(started)
-                loop.post { gather.add((runner, result, duration)) }
+                loop.post { gather.value.add((runner, result, duration)) }
             }
         }
     }
