@@ -525,6 +525,12 @@ public final class PersistentStoreCoordinator: NSLocking {
         locked { rowCache[id] = nil }
     }
 
+    /// Rows a batch request deleted behind the cache's back: a fault for
+    /// one of them must not be fulfilled from the cache.
+    func forgetCachedRows(of ids: [ManagedObjectID]) {
+        locked { for id in ids { rowCache[id] = nil } }
+    }
+
     func relatedObjectIDs(for rel: RelationshipDescription, of id: ManagedObjectID) throws -> [ManagedObjectID] {
         try locked {
             guard let store = id.persistentStore ?? self.store(withIdentifier: id.storeIdentifier) else { return [] }

@@ -60,6 +60,8 @@ public struct CoreDataError: Error, CustomNSError, CustomStringConvertible, @unc
         case persistentStoreOperation = 134070
         case persistentStoreOpen = 134080
         case persistentStoreTimeout = 134090
+        /// `NSPersistentStoreUnsupportedRequestTypeError`: the store cannot run this request (a batch request on a store that is not SQLite).
+        case persistentStoreUnsupportedRequestType = 134091
         case persistentStoreIncompatibleVersionHash = 134100
 
         // Migration (134110–134200).

@@ -17,12 +17,12 @@ import Testing
             (.managedObjectContextMerge, 133020), (.managedObjectConstraintMerge, 133021), (.persistentStoreInvalidType, 134000), (.persistentStoreTypeMismatch, 134010),
             (.persistentStoreIncompatibleSchema, 134020), (.persistentStoreSave, 134030), (.persistentStoreIncompleteSave, 134040),
             (.coreData, 134060), (.persistentStoreOperation, 134070), (.persistentStoreOpen, 134080),
-            (.persistentStoreTimeout, 134090), (.persistentStoreIncompatibleVersionHash, 134100), (.migration, 134110),
+            (.persistentStoreTimeout, 134090), (.persistentStoreUnsupportedRequestType, 134091), (.persistentStoreIncompatibleVersionHash, 134100), (.migration, 134110),
             (.migrationCancelled, 134120), (.migrationMissingSourceModel, 134130), (.migrationMissingMappingModel, 134140),
             (.migrationManagerSourceStore, 134150), (.migrationManagerDestinationStore, 134160),
             (.entityMigrationPolicy, 134170), (.sqlite, 134180), (.inferredMappingModel, 134190), (.externalRecordImport, 134200),
         ]
-        #expect(table.count == 40)
+        #expect(table.count == 41)
         for (code, number) in table { #expect(code.rawValue == number, "\(code)") }
         // CONST-PS-00: 134050 stays reserved.
         #expect(CoreDataError.Code(rawValue: 134050) == nil)

@@ -201,7 +201,7 @@ extension SQLiteStore {
         return id
     }
 
-    private func fetchMapping(_ request: AnyFetchRequest, _ schema: SQLiteSchema) throws -> SQLiteSchema.EntityMapping {
+    func fetchMapping(_ request: AnyFetchRequest, _ schema: SQLiteSchema) throws -> SQLiteSchema.EntityMapping {
         guard let name = request.entityName, let mapping = schema.entity(named: name) else {
             throw CoreDataError(.persistentStoreOperation, "fetch request entity \(request.entityName ?? "nil") is not in this store",
                                 userInfo: [CoreDataError.entityNameErrorKey: request.entityName ?? ""])
@@ -211,7 +211,7 @@ extension SQLiteStore {
 
     /// The table and WHERE condition of the request's rows (entity filter
     /// and compiled predicate), or nil when the predicate does not compile exactly.
-    private func baseQuery(_ request: AnyFetchRequest, _ mapping: SQLiteSchema.EntityMapping, _ schema: SQLiteSchema,
+    func baseQuery(_ request: AnyFetchRequest, _ mapping: SQLiteSchema.EntityMapping, _ schema: SQLiteSchema,
                            _ compiler: inout SQLitePredicateCompiler) -> (table: String, filter: String)? {
         let numbers = request.includesSubentities ? mapping.numbersIncludingSubentities : [mapping.number]
         let wholeTable = Set(numbers) == Set(schema.table(named: mapping.tableName).flatMap { schema.entity(named: $0.rootEntityName) }?.numbersIncludingSubentities ?? [])

@@ -1481,7 +1481,7 @@ public final class SQLiteStore: PersistentStore {
 
     /// SQLite failures while writing become 134030 (save error) with the raw
     /// SQLite error underneath; lock timeouts stay 134090; conflicts pass through.
-    private func wrapSaveErrors<T>(_ body: () throws -> T) throws -> T {
+    func wrapSaveErrors<T>(_ body: () throws -> T) throws -> T {
         do {
             return try body()
         } catch let error as CoreDataError where error.code == .sqlite {

@@ -1,0 +1,76 @@
+import Foundation
+
+/// Batch requests run by a context against its coordinator's SQLite
+/// stores, and merging what they did into contexts.
+extension ManagedObjectContext {
+    /// Runs a batch delete in every SQLite store of the coordinator that
+    /// holds the request's entity (BD-01…04). The context's own objects are
+    /// left as they are; pending changes are not saved.
+    ///
+    /// ```swift
+    /// let result = try context.execute(BatchDeleteRequest(fetchRequest: FetchRequest(entityName: "Note")))
+    /// ```
+    ///
+    /// - Throws: 134091 (`NSPersistentStoreUnsupportedRequestTypeError`) when
+    ///   a store holding the entity is not SQLite; 1600 when a deny rule
+    ///   refuses; the store's errors (nothing is deleted then).
+    public func execute(_ request: BatchDeleteRequest) throws -> BatchDeleteResult {
+        checkConfinement()
+        let entity = try resolveEntity(request.fetchRequest)
+        let coordinator = persistentStoreCoordinator
+        let stores = coordinator.persistentStores.filter { store in
+            store.entities.contains { $0 === entity } && (request.objectIDs == nil || request.objectIDs!.contains { $0.storeIdentifier == store.identifier })
+        }
+        if let other = stores.first(where: { !($0 is SQLiteStore) }) {
+            throw CoreDataError(.persistentStoreUnsupportedRequestType,
+                                "batch delete requests need a SQLite store; the \(type(of: other).storeType) store \(other.identifier) holds \(entity.name)")
+        }
+        var matched = 0
+        var deleted: [ManagedObjectID] = []
+        for case let store as SQLiteStore in stores {
+            let outcome = try store.executeBatchDelete(request, author: transactionAuthor, contextName: name)
+            matched += outcome.matched
+            deleted += outcome.deleted
+            coordinator.forgetCachedRows(of: outcome.deleted)
+        }
+        switch request.resultType {
+        case .statusOnly: return BatchDeleteResult(resultType: .statusOnly, result: true)
+        case .count: return BatchDeleteResult(resultType: .count, result: matched)
+        case .objectIDs: return BatchDeleteResult(resultType: .objectIDs, result: deleted)
+        }
+    }
+
+    /// Tells `contexts` of changes made outside them (a batch request,
+    /// another process): Core Data's `mergeChanges(fromRemoteContextSave:into:)`.
+    /// `changes` holds `[ManagedObjectID]` (or their URIs) under
+    /// `insertedObjectsKey`, `updatedObjectsKey` and `deletedObjectsKey`
+    /// (also under Core Data's `NSInsertedObjectsKey`, … spellings). Each
+    /// context, on its queue, forgets deleted objects, refreshes updated ones
+    /// and posts objects-did-change (BD-04).
+    ///
+    /// ```swift
+    /// ManagedObjectContext.mergeChanges(fromRemoteContextSave: [ManagedObjectContext.deletedObjectsKey: ids],
+    ///                                   into: [container.viewContext])
+    /// ```
+    public static func mergeChanges(fromRemoteContextSave changes: [AnyHashable: Any], into contexts: [ManagedObjectContext]) {
+        func ids(_ keys: [String], in context: ManagedObjectContext) -> [ManagedObjectID] {
+            keys.flatMap { key -> [ManagedObjectID] in
+                let values = (changes[key] as? [Any]) ?? Array((changes[key] as? Set<AnyHashable>) ?? [])
+                return values.compactMap { value in
+                    if let id = value as? ManagedObjectID { return id }
+                    if let url = value as? URL { return context.persistentStoreCoordinator.managedObjectID(forURIRepresentation: url) }
+                    return nil
+                }
+            }
+        }
+        for context in contexts {
+            context.performAndWait {
+                var set = ContextChangeSet()
+                set.inserted = ids([insertedObjectsKey, "NSInsertedObjectsKey"], in: context).map { ObjectChange(objectID: $0, entityName: $0.entityName, changes: [:]) }
+                set.updated = ids([updatedObjectsKey, "NSUpdatedObjectsKey"], in: context).map { ObjectChange(objectID: $0, entityName: $0.entityName, changes: [:]) }
+                set.deleted = ids([deletedObjectsKey, "NSDeletedObjectsKey"], in: context).map { ObjectChange(objectID: $0, entityName: $0.entityName, changes: [:]) }
+                context.mergeChanges(from: set)
+            }
+        }
+    }
+}
