@@ -8,6 +8,7 @@ struct StoreSyncBench: ParsableCommand {
         commandName: "storesync-bench",
         abstract: "Benchmarks for StoreSync. Build with -c release before trusting the numbers.",
         subcommands: [
+            BatchBenchmark.self,
             DaemonBenchmark.self,
             HistoryBenchmark.self,
             MigrateBenchmark.self,
