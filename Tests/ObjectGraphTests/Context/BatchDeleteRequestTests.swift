@@ -174,4 +174,30 @@ import Testing
             #expect(!viewer.registeredObjects.contains { held.contains($0) })
         }
     }
+
+    // BD-01, BD-02: an entity no relationship touches is deleted with one
+    // statement; the count and the history are the same as on the general path.
+    @Test func anEntityWithoutRelationshipsIsDeletedWithOneStatement() throws {
+        let row = EntityDescription(name: "Row")
+        row.properties = [AttributeDescription(name: "n", type: .integer64)]
+        let model = ManagedObjectModel()
+        model.entities = [row]
+        let (coordinator, context) = try HistoryModel.stack(try Self.url(), model: model)
+        try context.performAndWait {
+            for n in 0..<10 { try context.insertNewObject(forEntityName: "Row").setValue(Int64(n), forKey: "n") }
+            try context.save()
+            let request = FetchRequest(entityName: "Row")
+            request.predicate = try FetchPredicate(format: "n >= 4 AND n < 9")
+            let delete = BatchDeleteRequest(fetchRequest: request)
+            delete.resultType = .count
+            #expect(try context.execute(delete).result as? Int == 5)
+        }
+        let reader = ManagedObjectContext(coordinator: coordinator)
+        try reader.performAndWait {
+            let left = try reader.fetch(FetchRequest(entityName: "Row")).compactMap { try $0.value(forKey: "n") as? Int64 }.sorted()
+            #expect(left == [0, 1, 2, 3, 9])
+            let last = try #require(try reader.execute(.fetchHistory(after: nil)).transactions.last)
+            #expect(last.changes.filter { $0.changeType == .delete }.count == 5)
+        }
+    }
 }

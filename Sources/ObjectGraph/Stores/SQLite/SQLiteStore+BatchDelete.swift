@@ -29,6 +29,10 @@ extension SQLiteStore {
                 save.contextName = contextName
                 let historyTransaction = try beginHistoryTransaction(save, db: db)
 
+                if let matched = try deleteDirectly(request, schema: schema, db: db) {
+                    try endHistoryTransaction(historyTransaction, db: db)
+                    return BatchDeleteOutcome(matched: matched, deleted: [])
+                }
                 let matched = try gatherRows(request, schema: schema, db: db)
                 try cascade(schema: schema, db: db)
                 try checkDeny(schema: schema, db: db)
@@ -39,6 +43,29 @@ extension SQLiteStore {
                 return BatchDeleteOutcome(matched: matched, deleted: deleted)
             }
         }
+    }
+
+    /// One DELETE of the matching rows, when nothing else needs their keys:
+    /// no relationship leaves from or points to the entity, the predicate
+    /// compiles to SQL without joins, no limit, and no IDs are asked for.
+    /// Nil when the general path is needed.
+    private func deleteDirectly(_ request: BatchDeleteRequest, schema: SQLiteSchema, db: SQLiteConnection) throws -> Int? {
+        let fetch = request.fetchRequest
+        guard request.objectIDs == nil, request.resultType != .objectIDs, fetch.fetchLimit == 0, fetch.fetchOffset == 0 else { return nil }
+        let mapping = try fetchMapping(fetch, schema)
+        let family = Set(mapping.numbersIncludingSubentities)
+        for other in schema.entitiesByName.values {
+            for rel in other.entity.relationshipsByName.values {
+                if family.contains(other.number) { return nil }
+                if let destination = rel.destinationEntity, let target = schema.entity(named: destination.name),
+                   !family.isDisjoint(with: target.numbersIncludingSubentities) { return nil }
+            }
+        }
+        var compiler = SQLitePredicateCompiler(schema: schema, storeIdentifier: identifier)
+        guard let base = baseQuery(fetch, mapping, schema, &compiler), compiler.joins.isEmpty else { return nil }
+        // The compiler names the table t0; a DELETE cannot alias it.
+        try db.prepareUncached("DELETE FROM \(base.table) AS t0 WHERE \(base.filter)").forEachRow(compiler.allBindings) { _ in }
+        return db.changes
     }
 
     /// The rows the request names, into OG_BATCH; how many.
