@@ -40,6 +40,44 @@ extension ManagedObjectContext {
         }
     }
 
+    /// Runs a batch update in every SQLite store of the coordinator that
+    /// holds the entity (BU-01, BU-02). The context's objects keep their
+    /// values until refreshed or told (`mergeChanges(fromRemoteContextSave:into:)`).
+    ///
+    /// ```swift
+    /// let update = BatchUpdateRequest(entityName: "Note")
+    /// update.propertiesToUpdate = ["archived": true]
+    /// _ = try context.execute(update)
+    /// ```
+    ///
+    /// - Throws: 134091 when a store holding the entity is not SQLite;
+    ///   134070 for a property that is not a stored attribute, nothing to
+    ///   set, or a predicate SQL cannot evaluate exactly; the store's errors.
+    public func execute(_ request: BatchUpdateRequest) throws -> BatchUpdateResult {
+        checkConfinement()
+        let entity = try resolveEntity(FetchRequest(entityName: request.entityName))
+        let coordinator = persistentStoreCoordinator
+        let stores = coordinator.persistentStores.filter { $0.entities.contains { $0 === entity } }
+        if let other = stores.first(where: { !($0 is SQLiteStore) }) {
+            throw CoreDataError(.persistentStoreUnsupportedRequestType,
+                                "batch update requests need a SQLite store; the \(type(of: other).storeType) store \(other.identifier) holds \(entity.name)")
+        }
+        var count = 0
+        var ids: [ManagedObjectID] = []
+        for case let store as SQLiteStore in stores {
+            let outcome = try store.executeBatchUpdate(request, author: transactionAuthor, contextName: name)
+            count += outcome.count
+            ids += outcome.ids
+            // Rows changed behind the cache: none may be served from it.
+            coordinator.forgetCachedRows(inStore: store.identifier)
+        }
+        switch request.resultType {
+        case .statusOnly: return BatchUpdateResult(resultType: .statusOnly, result: true)
+        case .updatedObjectsCount: return BatchUpdateResult(resultType: .updatedObjectsCount, result: count)
+        case .updatedObjectIDs: return BatchUpdateResult(resultType: .updatedObjectIDs, result: ids)
+        }
+    }
+
     /// Tells `contexts` of changes made outside them (a batch request,
     /// another process): Core Data's `mergeChanges(fromRemoteContextSave:into:)`.
     /// `changes` holds `[ManagedObjectID]` (or their URIs) under

@@ -531,6 +531,11 @@ public final class PersistentStoreCoordinator: NSLocking {
         locked { for id in ids { rowCache[id] = nil } }
     }
 
+    /// Every cached row of one store (a batch update changed rows it did not list).
+    func forgetCachedRows(inStore identifier: String) {
+        locked { rowCache.removeAll(inStore: identifier) }
+    }
+
     func relatedObjectIDs(for rel: RelationshipDescription, of id: ManagedObjectID) throws -> [ManagedObjectID] {
         try locked {
             guard let store = id.persistentStore ?? self.store(withIdentifier: id.storeIdentifier) else { return [] }
