@@ -27,6 +27,49 @@ extension ManagedObject {
     }
 }
 
+extension ManagedObject {
+    /// Makes an object of this class's entity in `context`'s model and
+    /// inserts it: Core Data's `init(context:)`, the usual way to create
+    /// objects in Swift.
+    ///
+    /// ```swift
+    /// let note = Note(context: context)
+    /// note.title = "Hello"
+    /// ```
+    ///
+    /// Traps when the context's model has no entity for the class (Core
+    /// Data raises): register the class for its entity first.
+    public convenience init(context: ManagedObjectContext) {
+        let model = context.persistentStoreCoordinator.managedObjectModel
+        guard let entity = ModelsInUse.entity(for: Self.self, in: model) else {
+            preconditionFailure("\(Self.self)(context:): the context's model has no entity for class \(Self.self); register the class (ManagedObjectClassRegistry) for its entity")
+        }
+        self.init(entity: entity, insertInto: context)
+    }
+}
+
+extension EntityDescription {
+    /// The entity named `name` in `context`'s model (Core Data's
+    /// `NSEntityDescription.entity(forEntityName:in:)`); nil when there is none.
+    ///
+    /// ```swift
+    /// let entity = EntityDescription.entity(forEntityName: "Note", in: context)
+    /// ```
+    public static func entity(forEntityName name: String, in context: ManagedObjectContext) -> EntityDescription? {
+        context.persistentStoreCoordinator.managedObjectModel.entitiesByName[name]
+    }
+
+    /// A new object of the entity named `name`, inserted into `context`
+    /// (Core Data's `NSEntityDescription.insertNewObject(forEntityName:into:)`).
+    /// Traps for an unknown or abstract entity, as Core Data raises; the
+    /// throwing `context.insertNewObject(forEntityName:)` reports it instead.
+    public static func insertNewObject(forEntityName name: String, into context: ManagedObjectContext) -> ManagedObject {
+        do { return try context.insertNewObject(forEntityName: name) } catch {
+            preconditionFailure("EntityDescription.insertNewObject(forEntityName: \"\(name)\", into:): \(error)")
+        }
+    }
+}
+
 extension FetchRequestResult where Self: ManagedObject {
     /// A request for `entity()` typed by this class, as Xcode's generated
     /// `fetchRequest()` is (`NSFetchRequest<Note>`).
@@ -58,14 +101,23 @@ final class ModelsInUse: @unchecked Sendable {
 
     func entity(for type: ManagedObject.Type) -> EntityDescription? {
         lock.lock()
-        let live = models.compactMap(\.model).reversed()
+        let live = Array(models.compactMap(\.model).reversed())
         lock.unlock()
+        return Self.entity(for: type, among: live)
+    }
+
+    /// The entity of `model` made as `type`: by registered class, then by name.
+    static func entity(for type: ManagedObject.Type, in model: ManagedObjectModel) -> EntityDescription? {
+        entity(for: type, among: [model])
+    }
+
+    private static func entity(for type: ManagedObject.Type, among models: [ManagedObjectModel]) -> EntityDescription? {
         let registry = ManagedObjectClassRegistry.shared
-        for model in live {
+        for model in models {
             if let entity = model.entities.first(where: { registry.objectClass(for: $0) == type }) { return entity }
         }
         let name = String(describing: type)
-        for model in live {
+        for model in models {
             if let entity = model.entitiesByName[name] { return entity }
         }
         return nil

@@ -51,4 +51,30 @@ import Testing
         context.userInfo["importBatch"] = 12
         #expect(context.userInfo["importBatch"] as? Int == 12)
     }
+
+    // MO-EN-03: init(context:) makes an object of the class's entity in
+    // that context's model and inserts it.
+    @Test func initWithContextInsertsAnObjectOfTheClassesEntity() throws {
+        let (_, context) = try Company.stack()
+        try context.performAndWait {
+            let department = DepartmentMO(context: context)
+            department.name = "Sales"
+            #expect(department.entity.name == "Department" && department.managedObjectContext === context)
+            #expect(context.insertedObjects.contains(department))
+            try context.save()
+            #expect(try context.count(for: FetchRequest(entityName: "Department")) == 1)
+        }
+    }
+
+    // MO-EN-04: the static spellings of older Core Data code.
+    @Test func entityDescriptionsStaticLookupAndInsert() throws {
+        let (_, context) = try Company.stack()
+        context.performAndWait {
+            #expect(EntityDescription.entity(forEntityName: "Employee", in: context)?.name == "Employee")
+            #expect(EntityDescription.entity(forEntityName: "Nope", in: context) == nil)
+            let employee = EntityDescription.insertNewObject(forEntityName: "Employee", into: context)
+            #expect(employee is EmployeeMO && context.insertedObjects.contains(employee))
+        }
+    }
 }
+
