@@ -1,3 +1,7 @@
+// Over 600 lines, not split yet (issue 31): opening and hub reachability,
+// running jobs, and status/metrics all touch the queue-owned state declared
+// here. The planned split (`+Open`, `+Jobs`, `+Status`) comes with the one
+// daemon-to-engine entry point, which moves much of the job code out.
 #if canImport(Glibc)
 import Glibc
 #endif

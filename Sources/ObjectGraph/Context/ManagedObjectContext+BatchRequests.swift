@@ -17,21 +17,21 @@ extension ManagedObjectContext {
     public func execute(_ request: BatchDeleteRequest) throws -> BatchDeleteResult {
         checkConfinement()
         let entity = try resolveEntity(request.fetchRequest)
-        let coordinator = persistentStoreCoordinator
-        let stores = coordinator.persistentStores.filter { store in
-            store.entities.contains { $0 === entity } && (request.objectIDs == nil || request.objectIDs!.contains { $0.storeIdentifier == store.identifier })
-        }
-        if let other = stores.first(where: { !($0 is SQLiteStore) }) {
-            throw CoreDataError(.persistentStoreUnsupportedRequestType,
-                                "batch delete requests need a SQLite store; the \(type(of: other).storeType) store \(other.identifier) holds \(entity.name)")
+        let stores = try sqliteStores(holding: entity, for: "delete") { store in
+            request.objectIDs?.contains { $0.storeIdentifier == store.identifier } ?? true
         }
         var matched = 0
         var deleted: [ManagedObjectID] = []
-        for case let store as SQLiteStore in stores {
+        for store in stores {
             let outcome = try store.executeBatchDelete(request, author: transactionAuthor, contextName: name)
             matched += outcome.matched
-            deleted += outcome.deleted
-            coordinator.forgetCachedRows(of: outcome.deleted)
+            if let listed = outcome.deleted {
+                deleted += listed
+                persistentStoreCoordinator.forgetCachedRows(of: listed)
+            } else {
+                // Deleted by one statement, unlisted: no row of the store may be served from the cache.
+                persistentStoreCoordinator.forgetCachedRows(inStore: store.identifier)
+            }
         }
         switch request.resultType {
         case .statusOnly: return BatchDeleteResult(resultType: .statusOnly, result: true)
@@ -56,26 +56,32 @@ extension ManagedObjectContext {
     public func execute(_ request: BatchUpdateRequest) throws -> BatchUpdateResult {
         checkConfinement()
         let entity = try resolveEntity(FetchRequest(entityName: request.entityName))
-        let coordinator = persistentStoreCoordinator
-        let stores = coordinator.persistentStores.filter { $0.entities.contains { $0 === entity } }
-        if let other = stores.first(where: { !($0 is SQLiteStore) }) {
-            throw CoreDataError(.persistentStoreUnsupportedRequestType,
-                                "batch update requests need a SQLite store; the \(type(of: other).storeType) store \(other.identifier) holds \(entity.name)")
-        }
         var count = 0
         var ids: [ManagedObjectID] = []
-        for case let store as SQLiteStore in stores {
+        for store in try sqliteStores(holding: entity, for: "update") {
             let outcome = try store.executeBatchUpdate(request, author: transactionAuthor, contextName: name)
             count += outcome.count
             ids += outcome.ids
             // Rows changed behind the cache: none may be served from it.
-            coordinator.forgetCachedRows(inStore: store.identifier)
+            persistentStoreCoordinator.forgetCachedRows(inStore: store.identifier)
         }
         switch request.resultType {
         case .statusOnly: return BatchUpdateResult(resultType: .statusOnly, result: true)
         case .updatedObjectsCount: return BatchUpdateResult(resultType: .updatedObjectsCount, result: count)
         case .updatedObjectIDs: return BatchUpdateResult(resultType: .updatedObjectIDs, result: ids)
         }
+    }
+
+    /// The coordinator's stores holding `entity` (and passing `included`),
+    /// all SQLite: batch requests run only there (134091 otherwise).
+    private func sqliteStores(holding entity: EntityDescription, for kind: String,
+                              where included: (PersistentStore) -> Bool = { _ in true }) throws -> [SQLiteStore] {
+        let stores = persistentStoreCoordinator.persistentStores.filter { store in store.entities.contains { $0 === entity } && included(store) }
+        if let other = stores.first(where: { !($0 is SQLiteStore) }) {
+            throw CoreDataError(.persistentStoreUnsupportedRequestType,
+                                "batch \(kind) requests need a SQLite store; the \(type(of: other).storeType) store \(other.identifier) holds \(entity.name)")
+        }
+        return stores.compactMap { $0 as? SQLiteStore }
     }
 
     /// Tells `contexts` of changes made outside them (a batch request,

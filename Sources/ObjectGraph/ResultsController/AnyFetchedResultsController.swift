@@ -214,10 +214,9 @@ open class AnyFetchedResultsController {
         if gone.isEmpty && candidates.isEmpty && !invalidatedAll { return }
 
         var kept = invalidatedAll ? [] : old.filter { !gone.contains(ObjectIdentifier($0)) }
-        var present = Set(kept.map(ObjectIdentifier.init))
         let candidateIDs = Set(candidates.map(ObjectIdentifier.init))
         kept.removeAll { candidateIDs.contains(ObjectIdentifier($0)) && !matches($0) }
-        present = Set(kept.map(ObjectIdentifier.init))
+        var present = Set(kept.map(ObjectIdentifier.init))
         for object in candidates where !present.contains(ObjectIdentifier(object)) && matches(object) {
             kept.append(object)
             present.insert(ObjectIdentifier(object))

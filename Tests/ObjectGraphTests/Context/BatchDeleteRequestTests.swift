@@ -183,9 +183,13 @@ import Testing
         let model = ManagedObjectModel()
         model.entities = [row]
         let (coordinator, context) = try HistoryModel.stack(try Self.url(), model: model)
-        try context.performAndWait {
+        let five = try context.performAndWait {
             for n in 0..<10 { try context.insertNewObject(forEntityName: "Row").setValue(Int64(n), forKey: "n") }
             try context.save()
+            // Read through the coordinator, so its row is cached.
+            return try #require(try context.fetch(FetchRequest(entityName: "Row")).first { try $0.value(forKey: "n") as? Int64 == 5 }).objectID
+        }
+        try context.performAndWait {
             let request = FetchRequest(entityName: "Row")
             request.predicate = try FetchPredicate(format: "n >= 4 AND n < 9")
             let delete = BatchDeleteRequest(fetchRequest: request)
@@ -196,6 +200,8 @@ import Testing
         try reader.performAndWait {
             let left = try reader.fetch(FetchRequest(entityName: "Row")).compactMap { try $0.value(forKey: "n") as? Int64 }.sorted()
             #expect(left == [0, 1, 2, 3, 9])
+            // The one-statement path lists no IDs, yet no deleted row is served from the coordinator's cache.
+            #expect(throws: CoreDataError.self) { try reader.existingObject(with: five) }
             let last = try #require(try reader.execute(.fetchHistory(after: nil)).transactions.last)
             #expect(last.changes.filter { $0.changeType == .delete }.count == 5)
         }

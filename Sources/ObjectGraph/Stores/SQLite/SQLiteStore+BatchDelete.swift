@@ -9,10 +9,11 @@ import Foundation
 /// told (`mergeChanges(fromRemoteContextSave:into:)`).
 extension SQLiteStore {
     /// What a batch delete did: the objects the request matched, and every
-    /// object deleted (those plus what cascading deletes reached).
+    /// object deleted (those plus what cascading deletes reached); nil when
+    /// one statement deleted them without listing them.
     struct BatchDeleteOutcome {
         var matched: Int
-        var deleted: [ManagedObjectID]
+        var deleted: [ManagedObjectID]?
     }
 
     func executeBatchDelete(_ request: BatchDeleteRequest, author: String?, contextName: String?) throws -> BatchDeleteOutcome {
@@ -31,7 +32,7 @@ extension SQLiteStore {
 
                 if let matched = try deleteDirectly(request, schema: schema, db: db) {
                     try endHistoryTransaction(historyTransaction, db: db)
-                    return BatchDeleteOutcome(matched: matched, deleted: [])
+                    return BatchDeleteOutcome(matched: matched, deleted: nil)
                 }
                 let matched = try gatherRows(request, schema: schema, db: db)
                 try cascade(schema: schema, db: db)
@@ -75,14 +76,7 @@ extension SQLiteStore {
             guard entities.count <= 1 else {
                 throw CoreDataError(.persistentStoreOperation, "a batch delete by object IDs needs IDs of one entity, not of \(entities.sorted().joined(separator: ", "))")
             }
-            let insert = try db.prepare("INSERT OR IGNORE INTO OG_BATCH (ENT, PK) VALUES (?, ?)")
-            for id in ids where id.persistentStore === self || id.storeIdentifier == identifier {
-                guard let pk = id.primaryKey, let mapping = schema.entity(named: id.entity.name) else { continue }
-                insert.reset()
-                try insert.bind(.integer(Int64(mapping.number)), at: 1)
-                try insert.bind(.integer(pk), at: 2)
-                _ = try insert.step()
-            }
+            try insertKeys(of: ids.filter { $0.persistentStore === self || $0.storeIdentifier == identifier }, schema: schema, db: db)
             return try count(db)
         }
         let fetch = request.fetchRequest
@@ -94,16 +88,20 @@ extension SQLiteStore {
         } else {
             // A predicate SQL cannot express exactly, or a limit: the rows
             // are read as snapshots (never as objects) and filtered here.
-            let insert = try db.prepare("INSERT OR IGNORE INTO OG_BATCH (ENT, PK) VALUES (?, ?)")
-            for snapshot in try finishedSnapshots(fetch) {
-                guard let pk = snapshot.objectID.primaryKey, let row = schema.entity(named: snapshot.objectID.entity.name) else { continue }
-                insert.reset()
-                try insert.bind(.integer(Int64(row.number)), at: 1)
-                try insert.bind(.integer(pk), at: 2)
-                _ = try insert.step()
-            }
+            try insertKeys(of: try finishedSnapshots(fetch).map(\.objectID), schema: schema, db: db)
         }
         return try count(db)
+    }
+
+    private func insertKeys(of ids: [ManagedObjectID], schema: SQLiteSchema, db: SQLiteConnection) throws {
+        let insert = try db.prepare("INSERT OR IGNORE INTO OG_BATCH (ENT, PK) VALUES (?, ?)")
+        for id in ids {
+            guard let pk = id.primaryKey, let mapping = schema.entity(named: id.entity.name) else { continue }
+            insert.reset()
+            try insert.bind(.integer(Int64(mapping.number)), at: 1)
+            try insert.bind(.integer(pk), at: 2)
+            _ = try insert.step()
+        }
     }
 
     private func count(_ db: SQLiteConnection) throws -> Int {

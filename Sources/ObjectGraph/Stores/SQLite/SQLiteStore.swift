@@ -1,3 +1,8 @@
+// Over 600 lines, not split yet (issue 31): opening and schema, fetching,
+// and the save pipeline (`save`, `writeSave`, `performInTransaction`) share
+// private state (the connection, external-file bookkeeping, the history
+// position). The planned split is `+Open`, `+Fetch`, `+Save` once that
+// state has one owner; batch requests and history already live apart.
 import Foundation
 
 /// A store in one SQLite file laid out exactly as Apple's Core Data lays it
